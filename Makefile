@@ -1,0 +1,29 @@
+# Two commands on a fresh machine:  `make run` (the main job) and `make test` (the tests).
+# Both create the virtual environment and install pinned versions first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first, pinned to the CPU build: anything else would pull gigabytes of CUDA wheels.
+	$(PY) -m pip install --quiet "torch==2.13.0" -c constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,exact]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/mallocgym bench --suite default --agents all-slow,random,best-fit --out out/run
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m pytest tests/benchmarks --benchmark-only -p no:randomly
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,34 @@
+"""Agents: anything that maps a scenario to offsets, behind one interface.
+
+``make_agent("xla")`` or ``make_agent("maskable_ppo:runs/x")`` (``KIND:PATH`` for trained
+agents). Agents are imported lazily, so naming a heuristic never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import Agent, HeuristicAgent, Solution
+
+__all__ = ["Agent", "Solution", "HeuristicAgent", "make_agent", "agent_names", "AGENTS"]
+
+# name -> "module:factory"; the factory takes the text after "KIND:" (or None) and returns an Agent.
+AGENTS: dict[str, str] = {
+    "all-slow": "mallocgym.agents.base:heuristic_factory",
+    "random": "mallocgym.agents.base:heuristic_factory",
+    "xla": "mallocgym.agents.base:heuristic_factory",
+}
+
+
+def agent_names() -> list[str]:
+    return list(AGENTS)
+
+
+def make_agent(spec: str) -> Agent:
+    """An agent from its name (``xla``) or ``KIND:PATH`` (``muzero:runs/y``)."""
+    kind, _, arg = spec.partition(":")
+    if kind not in AGENTS:
+        raise ValueError(f"unknown agent {spec!r}; known: {', '.join(AGENTS)} (trained ones as KIND:PATH)")
+    module, _, attr = AGENTS[kind].partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    return factory(kind, arg or None)

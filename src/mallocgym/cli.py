@@ -1,0 +1,243 @@
+"""The ``mallocgym`` command. ``mallocgym --help`` and ``mallocgym COMMAND --help`` document it.
+
+Bad input (a malformed file, an unknown name) prints one line ``mallocgym: error: ...`` and
+exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["main", "COMMANDS"]
+
+
+class UsageError(ValueError):
+    """Raised for bad input; printed as one line, exit status 2."""
+
+
+def _scenario(name: str, capacity: int | None = None, hardware: str | None = None):
+    from .scenarios import resolve
+
+    return resolve(name, hardware, capacity)
+
+
+def _print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------------------------------- list
+def _add_list(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
+    p.add_argument("--split", choices=["train", "test"], help="only this split")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _run_list(args) -> int:
+    from .scenarios import suite
+
+    rows = [{
+        "name": s.name, "split": s.split, "workload": s.workload.name, "ops": s.workload.num_ops,
+        "buffers": s.workload.num_buffers, "peak_live_bytes": s.workload.peak_live_bytes,
+        "fast_capacity": s.hardware.fast_capacity, "hardware": s.hardware.name,
+    } for s in suite(args.suite, args.split)]
+    if args.json:
+        _print_json(rows)
+        return 0
+    print(f"{'scenario':32} {'split':5} {'ops':>6} {'buffers':>7} {'peak live B':>12} {'fast B':>11}")
+    for r in rows:
+        print(f"{r['name']:32} {r['split']:5} {r['ops']:6d} {r['buffers']:7d} {r['peak_live_bytes']:12d} "
+              f"{r['fast_capacity']:11d}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- show
+def _add_show(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a bundled scenario or workload name, or a workload file")
+    p.add_argument("--capacity", type=int, help="fast-memory bytes")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _run_show(args) -> int:
+    from .evaluate import evaluate
+    from .heuristics import all_slow
+
+    s = _scenario(args.name, args.capacity)
+    w = s.workload
+    ev = evaluate(w, all_slow(s), s.hardware)
+    stats = {
+        "scenario": s.name, "workload": w.name, "ops": w.num_ops, "buffers": w.num_buffers,
+        "accesses": w.num_accesses, "total_bytes": w.total_bytes, "peak_live_bytes": w.peak_live_bytes,
+        "fast_capacity": s.hardware.fast_capacity, "hardware": s.hardware.name,
+        "time_all_slow_s": ev.time_all_slow, "compute_bound_ops_all_slow": ev.compute_bound_ops,
+        "total_flops": float(w.flops.sum()),
+    }
+    if args.json:
+        _print_json(stats)
+    else:
+        for key, value in stats.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- import
+def _add_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", choices=["minimalloc"], help="what PATH is")
+    p.add_argument("path", help="the file to import")
+    p.add_argument("-o", "--out", required=True, help="output workload (.json or .npz)")
+
+
+def _run_import(args) -> int:
+    from .workloads import load_minimalloc, save
+
+    workload = load_minimalloc(args.path)
+    out = save(workload, args.out)
+    print(f"wrote {out}: {workload.num_buffers} buffers, {workload.num_ops} ops")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- solve
+def _add_solve(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a bundled scenario name or a workload file (.json, .npz, .csv)")
+    p.add_argument("--agent", default="xla", help="agent name or KIND:PATH (default: %(default)s)")
+    p.add_argument("--capacity", type=int, help="fast-memory bytes (e.g. for a MiniMalloc CSV)")
+    p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
+    p.add_argument("--seed", type=int, default=0, help="seed for stochastic agents")
+    p.add_argument("--png", help="draw the mapping to this PNG file")
+    p.add_argument("--json", action="store_true", help="print one JSON object (with offsets)")
+
+
+def _run_solve(args) -> int:
+    from .harness import solve
+
+    s = _scenario(args.name, args.capacity, args.hardware)
+    result = solve(s, args.agent, seed=args.seed)
+    if args.png:
+        from .render import memory_map, write_png
+
+        write_png(args.png, memory_map(s.workload, result.offsets, s.hardware.fast_capacity, width=960, height=480))
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(f"{result.scenario}  agent {result.agent}: speedup {result.speedup:.4f}, placed bytes "
+              f"{result.placed_bytes_fraction:.1%}, time {result.time:.6g}s (all slow {result.time_all_slow:.6g}s), "
+              f"wall {result.wall_s:.2f}s" + (f", gap {result.gap:.2%}" if result.gap is not None else ""))
+        if args.png:
+            print(f"wrote {args.png}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- bench / eval
+def _add_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
+    p.add_argument("--split", choices=["train", "test"], help="only this split")
+    p.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
+    p.add_argument("--agents", default="all-slow,random,xla", help="comma-separated agents (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="write results.md, results.csv and results.json here")
+    p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _select(args):
+    from .scenarios import suite
+
+    if getattr(args, "scenario", None):
+        return [_scenario(n) for n in args.scenario]
+    return suite(args.suite, args.split)
+
+
+def _run_bench(args) -> int:
+    if args.speed:
+        from .speed import format_report, measure
+
+        report = measure()
+        if args.json:
+            _print_json(report)
+        else:
+            print(format_report(report))
+        if args.out:
+            from ._files import atomic_write
+
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            with atomic_write(Path(args.out) / "speed.json") as handle:
+                json.dump(report, handle, indent=1)
+        return 0
+    from .harness import bench, to_markdown, write_results
+
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    results = bench(_select(args), agents, seed=args.seed)
+    if args.json:
+        _print_json([r.to_dict(with_offsets=False) for r in results])
+    else:
+        print(to_markdown(results))
+    if args.out:
+        command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        print(f"wrote {write_results(results, args.out, command=command)}/results.{{md,csv,json}}")
+    return 0
+
+
+def _add_eval(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", required=True, help="agent name or KIND:PATH")
+    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
+    p.add_argument("--split", choices=["train", "test"], default="test", help="split (default: %(default)s)")
+    p.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per scenario")
+
+
+def _run_eval(args) -> int:
+    from .harness import bench, to_markdown
+
+    results = bench(_select(args), [args.agent], seed=args.seed)
+    if args.json:
+        _print_json([r.to_dict() for r in results])
+    else:
+        print(to_markdown(results))
+    return 0
+
+
+# name -> (help, add_arguments, run)
+COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
+    "list": ("list the bundled scenarios", _add_list, _run_list),
+    "show": ("statistics of a scenario", _add_show, _run_show),
+    "import": ("convert a workload file to mallocgym JSON/NPZ", _add_import, _run_import),
+    "solve": ("map one scenario with one agent", _add_solve, _run_solve),
+    "bench": ("run agents over a suite (or --speed)", _add_bench, _run_bench),
+    "eval": ("evaluate one agent on a suite's split", _add_eval, _run_eval),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="mallocgym", description="MallocGame: learned memory mapping for ML compilers.")
+    parser.add_argument("--version", action="version", version=f"mallocgym {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, add, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, OSError) as exc:
+        print(f"mallocgym: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mallocgym: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""MallocGame-v0: the Gymnasium environment."""
+
+from __future__ import annotations
+
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from . import features, sim
+from .features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
+from .hardware import Hardware
+from .render import ascii_map, memory_map
+from .scenarios import Scenario, resolve, suite
+from .workloads import Workload
+
+__all__ = ["MallocGameEnv", "GameState", "INVALID_ACTION_MODES"]
+
+INVALID_ACTION_MODES = ("skip", "terminate", "raise")
+_CACHE_SIZE = 128
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    scenario: Scenario
+    static: sim.Static
+    norm: features.Norm
+
+
+@dataclass
+class GameState:
+    """A snapshot taken by :meth:`MallocGameEnv.clone_state` (array copies)."""
+
+    compiled: _Compiled
+    sim_state: sim.State
+    image: np.ndarray
+    obs: features.Obs
+    scratch: features.Scratch
+    count: int
+    done: bool
+
+
+class MallocGameEnv(gym.Env):
+    """## Description
+
+    mallocGame (Wang et al., "Optimizing Memory Mapping Using Deep Reinforcement Learning",
+    arXiv 2305.07440): map the buffers of a compiled ML program into a small fast memory so that
+    the program runs as fast as possible under XLA's roofline cost model. Buffers are decided one
+    at a time, in XLA Memory Space Assignment's order (memory boundedness, descending); each is
+    either placed at a free offset of fast memory for its whole live range, or left in slow
+    memory. A placed buffer's accesses then run at ``fast_bw`` instead of ``slow_bw``; an op
+    takes ``max(compute time, memory time)``, so placing a buffer only helps the ops it touches
+    that are memory-bound. See ``docs/game.md`` and ``docs/cost_model.md``.
+
+    ## Action Space
+
+    ``Discrete(K + 1)``, ``K = n_candidates`` (default 16). Action ``i < K`` places the current
+    buffer at candidate ``i``; action ``K`` skips it (slow memory). Candidates: the free address
+    gaps of fast memory over the buffer's live range; from each gap that fits, its lowest aligned
+    offset and, when different, its highest one; sorted best fit first (gap length, then offset),
+    first ``K`` kept. Skip is always legal. Legal actions: ``obs["action_mask"]``,
+    ``info["action_mask"]`` (int8, 1 = legal) and ``action_masks()`` (bool, for sb3-contrib).
+
+    ## Observation Space
+
+    ``Dict``, every entry bounded in ``[0, 1]``, float32 unless said:
+
+    - ``"buffer"`` ``(12,)``: the buffer being decided:
+      {buffer}
+    - ``"candidates"`` ``(K, 9)``: one row per candidate, zeros where absent; row ``i`` is action
+      ``i``:
+      {candidates}
+    - ``"next"`` ``(L, 7)``: the next ``L = n_next`` buffers in decision order (default 8):
+      {next}
+    - ``"memory"`` ``(2, A, B)``: channel 0 is the occupancy of fast memory over ``A`` address
+      bins (row 0 = address 0) and ``B`` time bins (fraction of each cell in use); channel 1 is 1
+      over the time bins of the current buffer's live range (default ``A = B = 32``).
+    - ``"progress"`` ``(6,)``:
+      {progress}
+    - ``"action_mask"`` ``(K + 1,)`` int8 ``MultiBinary``: 1 = legal.
+
+    ## Rewards
+
+    ``(time_before - time_after) / time_all_slow`` for each decision, so the return is
+    ``1 - time_final / time_all_slow`` in ``[0, 1)`` and the speedup is
+    ``time_all_slow / time_final``. Skips earn 0.
+
+    ## Episode End
+
+    ``terminated`` when every buffer is decided (after exactly ``N`` steps), or at the first
+    masked action with ``invalid_action="terminate"`` (the rest stay in slow memory). Never
+    truncated.
+
+    ## Information
+
+    Every step: ``action_mask``, ``time`` and ``time_all_slow`` (seconds), ``speedup``,
+    ``placed_bytes_fraction``, ``invalid_action`` (bool: the action was masked), ``buffer`` (id
+    of the buffer to decide next, -1 at the end), ``step`` (buffers decided). At the end also
+    ``offsets``: ``int64[N]`` in the workload's buffer order, -1 = slow memory; it passes
+    ``mallocgym.evaluate``.
+
+    ## Arguments
+
+    - ``workload``: a :class:`~mallocgym.Workload`, a bundled scenario or workload name, a path
+      to a ``.json``/``.npz``/MiniMalloc ``.csv``, or a list of these to sample from at each
+      reset. ``None``: the bundled suite's ``split`` (default: train).
+    - ``hardware``: a :class:`~mallocgym.Hardware` or profile name; ``capacity``: fast-memory
+      bytes (overrides the scenario's).
+    - ``n_candidates`` ``K`` (16), ``n_next`` ``L`` (8), ``memory_bins`` ``(A, B)`` ((32, 32)).
+    - ``order``: ``"boundedness"`` (XLA's, default), ``"start"`` or ``"size"``.
+    - ``invalid_action``: what a masked action does: ``"skip"`` (default; treated as skip and
+      flagged in ``info["invalid_action"]``), ``"terminate"`` or ``"raise"`` (``ValueError``).
+      An action outside the action space always raises ``ValueError``.
+    - ``render_mode``: ``"ansi"`` (text summary) or ``"rgb_array"`` (memory map: time on x,
+      address on y).
+
+    ``reset(seed=..., options={{"workload": name | Workload | path}})`` picks a workload for that
+    episode; otherwise one is sampled with the env's seeded generator. Search agents branch on
+    the exact simulator with ``clone_state()`` / ``restore_state()``.
+
+    ## Version History
+
+    - v0: initial release.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        workload: Workload | str | os.PathLike | Sequence[Workload | str | os.PathLike] | None = None,
+        hardware: Hardware | str | None = None,
+        *,
+        capacity: int | None = None,
+        n_candidates: int = 16,
+        n_next: int = 8,
+        memory_bins: tuple[int, int] = (32, 32),
+        order: str = "boundedness",
+        invalid_action: str = "skip",
+        split: str = "train",
+        suite_name: str = "default",
+        render_mode: str | None = None,
+    ):
+        if int(n_candidates) < 1:
+            raise ValueError(f"n_candidates must be >= 1, got {n_candidates}")
+        if int(n_next) < 1:
+            raise ValueError(f"n_next must be >= 1, got {n_next}")
+        if len(memory_bins) != 2 or min(memory_bins) < 1:
+            raise ValueError(f"memory_bins must be two integers >= 1, got {memory_bins}")
+        if order not in sim.ORDERS:
+            raise ValueError(f"order must be one of {sim.ORDERS}, got {order!r}")
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.k = int(n_candidates)
+        self.n_next = int(n_next)
+        self.memory_bins = (int(memory_bins[0]), int(memory_bins[1]))
+        self.order = order
+        self.invalid_action = invalid_action
+        self.render_mode = render_mode
+        self._hardware_arg = hardware
+        self._capacity_arg = capacity
+        if workload is None:
+            specs: list = list(suite(suite_name, split))
+        elif isinstance(workload, (Workload, str, os.PathLike)):
+            specs = [workload]
+        else:
+            specs = list(workload)
+            if not specs:
+                raise ValueError("workload list is empty")
+        self._scenarios = [self._resolve(s) for s in specs]
+        self._cache: dict[Scenario, _Compiled] = {}
+
+        self.action_space = spaces.Discrete(self.k + 1)
+        a_bins, t_bins = self.memory_bins
+        unit = dict(low=0.0, high=1.0, dtype=np.float32)
+        self.observation_space = spaces.Dict({
+            "buffer": spaces.Box(shape=(len(BUFFER_FEATURES),), **unit),
+            "candidates": spaces.Box(shape=(self.k, len(CANDIDATE_FEATURES)), **unit),
+            "next": spaces.Box(shape=(self.n_next, len(NEXT_FEATURES)), **unit),
+            "memory": spaces.Box(shape=(2, a_bins, t_bins), **unit),
+            "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
+            "action_mask": spaces.MultiBinary(self.k + 1),
+        })
+        self._start(self._compile(self._scenarios[0]))
+
+    # ------------------------------------------------------------------ scenarios
+    def _resolve(self, spec) -> Scenario:
+        if isinstance(spec, Scenario):
+            return spec
+        return resolve(spec, self._hardware_arg, self._capacity_arg)
+
+    def _compile(self, scenario: Scenario) -> _Compiled:
+        compiled = self._cache.get(scenario)
+        if compiled is None:
+            static = sim.compile_scenario(scenario.workload, scenario.hardware, self.order)
+            if static.params[sim.TIME_ALL_SLOW] <= 0:
+                raise ValueError(f"workload {scenario.workload.name!r}: program time is 0 (no flops and no bytes)")
+            compiled = _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes))
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[scenario] = compiled
+        return compiled
+
+    def _start(self, compiled: _Compiled) -> None:
+        self._compiled = compiled
+        st = compiled.static
+        self._state = sim.new_state(st)
+        self._image = np.zeros(self.memory_bins, dtype=np.float64)
+        self._scratch = features.make_scratch(st.size.shape[0], self.k)
+        self._obs = features.make_obs(self.k, self.n_next, *self.memory_bins)
+        self._count = features.observe(st, self._state, compiled.norm, self._scratch, self._image,
+                                       self._obs, self.k)
+        self._done = False
+
+    @property
+    def workload(self) -> Workload:
+        """The current episode's workload."""
+        return self._compiled.scenario.workload
+
+    @property
+    def hardware(self) -> Hardware:
+        """The current episode's hardware (with its fast-memory size)."""
+        return self._compiled.scenario.hardware
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._compiled.scenario
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        """The scenarios this env samples from at reset."""
+        return list(self._scenarios)
+
+    @property
+    def static(self) -> sim.Static:
+        """The compiled simulator arrays of the current scenario (read-only)."""
+        return self._compiled.static
+
+    @property
+    def current_buffer(self) -> int:
+        """The buffer to decide now (-1 when the episode is over)."""
+        step = int(self._state.counters[sim.STEP])
+        return int(self._compiled.static.order[step]) if step < self.workload.num_buffers else -1
+
+    @property
+    def candidate_offsets(self) -> np.ndarray:
+        """Byte offsets of the current candidates (action ``i`` places at ``[i]``)."""
+        return self._scratch.cand_off[: self._count].copy()
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"workload"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'workload'")
+        if options.get("workload") is not None:
+            scenario = self._resolve(options["workload"])
+        elif len(self._scenarios) == 1:
+            scenario = self._scenarios[0]
+        else:
+            scenario = self._scenarios[int(self.np_random.integers(len(self._scenarios)))]
+        self._start(self._compile(scenario))
+        return self._observation(), self._info(invalid=False)
+
+    def step(self, action):
+        a = self._check_action(action)
+        if self._done:
+            raise RuntimeError("step() called after the episode ended; call reset()")
+        k = self.k
+        invalid = a < k and self._obs.action_mask[a] == 0
+        if invalid and self.invalid_action == "raise":
+            raise ValueError(f"action {a} is masked: buffer {self.current_buffer} has only "
+                             f"{self._count} candidate(s); legal actions are {np.flatnonzero(self._obs.action_mask).tolist()}")
+        compiled = self._compiled
+        st = compiled.static
+        if invalid and self.invalid_action == "terminate":
+            self._state.counters[sim.STEP] = st.size.shape[0]
+            self._count = features.observe(st, self._state, compiled.norm, self._scratch, self._image,
+                                           self._obs, k)
+            delta = 0.0
+        else:
+            delta, self._count = features.step(st, self._state, compiled.norm, self._scratch, self._image,
+                                               self._obs, k, a)
+        reward = -delta / st.params[sim.TIME_ALL_SLOW]
+        terminated = bool(self._state.counters[sim.STEP] >= st.size.shape[0])
+        self._done = terminated
+        info = self._info(invalid)
+        if terminated:
+            info["offsets"] = self._state.offsets.copy()
+        return self._observation(), float(reward), terminated, False, info
+
+    def _check_action(self, action) -> int:
+        if isinstance(action, np.ndarray):
+            if action.size != 1 or action.dtype.kind not in "iu":
+                raise ValueError(f"action {action!r} is not in the action space Discrete({self.k + 1})")
+            action = action.reshape(()).item()
+        try:
+            a = operator.index(action)
+        except TypeError:
+            raise ValueError(f"action {action!r} is not an integer in Discrete({self.k + 1})") from None
+        if not 0 <= a <= self.k:
+            raise ValueError(f"action {a} is outside the action space Discrete({self.k + 1})")
+        return a
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        o = self._obs
+        return {"buffer": o.buffer.copy(), "candidates": o.candidates.copy(), "next": o.next.copy(),
+                "memory": o.memory.copy(), "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
+
+    def observation(self) -> dict[str, np.ndarray]:
+        """The current observation (a copy), e.g. after :meth:`restore_state`."""
+        return self._observation()
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        st = self._compiled.static
+        time = float(self._state.totals[sim.TIME])
+        slow = float(st.params[sim.TIME_ALL_SLOW])
+        return {
+            "action_mask": self._obs.action_mask.copy(),
+            "time": time,
+            "time_all_slow": slow,
+            "speedup": slow / time,
+            "placed_bytes_fraction": float(self._state.totals[sim.PLACED_BYTES]) / self.workload.total_bytes,
+            "invalid_action": bool(invalid),
+            "buffer": self.current_buffer,
+            "step": int(self._state.counters[sim.STEP]),
+        }
+
+    def action_masks(self) -> np.ndarray:
+        """Legal actions as bools (True = legal), the method sb3-contrib's MaskablePPO calls."""
+        return self._obs.action_mask.astype(bool)
+
+    # ------------------------------------------------------------------ search support
+    def clone_state(self) -> GameState:
+        """A snapshot of the game (array copies), for :meth:`restore_state`."""
+        return GameState(self._compiled, sim.copy_state(self._state), self._image.copy(),
+                         features.Obs(*(a.copy() for a in self._obs)),
+                         features.Scratch(*(a.copy() for a in self._scratch)), self._count, self._done)
+
+    def restore_state(self, state: GameState) -> None:
+        """Return to a snapshot from :meth:`clone_state` (the snapshot stays reusable)."""
+        if not isinstance(state, GameState):
+            raise TypeError(f"restore_state expects a GameState from clone_state(), got {type(state).__name__}")
+        self._compiled = state.compiled
+        self._state = sim.copy_state(state.sim_state)
+        self._image = state.image.copy()
+        self._obs = features.Obs(*(a.copy() for a in state.obs))
+        self._scratch = features.Scratch(*(a.copy() for a in state.scratch))
+        self._count = state.count
+        self._done = state.done
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The mapping so far (``int64[N]``, -1 = slow memory or undecided)."""
+        return self._state.offsets.copy()
+
+    # ------------------------------------------------------------------ rendering
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            return None
+        if self.render_mode == "rgb_array":
+            return memory_map(self.workload, self._state.offsets, self.hardware.fast_capacity,
+                              highlight=None if self._done else self.current_buffer)
+        return self._render_text()
+
+    def _render_text(self) -> str:
+        info = self._info(False)
+        w = self.workload
+        lines = [
+            f"MallocGame-v0  {self.scenario.name}  ({w.num_ops} ops, {w.num_buffers} buffers, "
+            f"fast memory {self.hardware.fast_capacity} B)",
+            f"step {info['step']}/{w.num_buffers}  speedup {info['speedup']:.4f}  "
+            f"placed bytes {info['placed_bytes_fraction']:.1%}",
+        ]
+        b = info["buffer"]
+        if b >= 0:
+            lines.append(f"deciding buffer {b}: {w.size[b]} B, ops {w.start[b]}-{w.end[b]}, "
+                         f"{self._count} candidate(s) {self.candidate_offsets.tolist()}")
+        lines.append(ascii_map(self._image))
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        return (f"MallocGameEnv(scenarios={len(self._scenarios)}, K={self.k}, order={self.order!r}, "
+                f"invalid_action={self.invalid_action!r})")
+
+
+def _feature_list(names: Sequence[str]) -> str:
+    return "\n      ".join(f"{i}. {name}" for i, name in enumerate(names))
+
+
+MallocGameEnv.__doc__ = MallocGameEnv.__doc__.format(
+    buffer=_feature_list(BUFFER_FEATURES), candidates=_feature_list(CANDIDATE_FEATURES),
+    next=_feature_list(NEXT_FEATURES), progress=_feature_list(PROGRESS_FEATURES),
+)

@@ -1,0 +1,95 @@
+"""Hardware profiles: the roofline parameters of the cost model and the fast-memory size.
+
+A :class:`Hardware` says how fast an op computes and how fast it moves bytes to and from the
+slow (HBM) and fast (on-chip) memories, plus how big and how aligned the fast memory is. See
+``docs/cost_model.md`` for the formulas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+__all__ = ["Hardware", "PROFILES", "DEFAULT_PROFILE", "profile"]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Roofline parameters of one accelerator.
+
+    Attributes:
+      peak_flops: FLOP/s of the compute units.
+      slow_bw: bytes/s between the compute units and slow memory (HBM).
+      fast_bw: bytes/s between the compute units and fast memory (on-chip SRAM).
+      fast_capacity: bytes of fast memory, or ``None`` to let the scenario choose it (see
+        :func:`mallocgym.scenarios.resolve_hardware`).
+      alignment: offsets in fast memory are multiples of this many bytes.
+      op_overhead: seconds added to every op (launch cost); 0 by default.
+      peak_transcendentals: transcendental ops/s; ``None`` means ``peak_flops``.
+      name: a label for tables and file names.
+    """
+
+    peak_flops: float = 275e12
+    slow_bw: float = 1.2e12
+    fast_bw: float = 12e12
+    fast_capacity: int | None = None
+    alignment: int = 1
+    op_overhead: float = 0.0
+    peak_transcendentals: float | None = None
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        for field in ("peak_flops", "slow_bw", "fast_bw"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"Hardware.{field} must be a finite number > 0, got {value!r}")
+        if self.peak_transcendentals is not None and not (
+            math.isfinite(self.peak_transcendentals) and self.peak_transcendentals > 0
+        ):
+            raise ValueError(
+                f"Hardware.peak_transcendentals must be > 0 or None, got {self.peak_transcendentals!r}"
+            )
+        if not (math.isfinite(self.op_overhead) and self.op_overhead >= 0):
+            raise ValueError(f"Hardware.op_overhead must be >= 0, got {self.op_overhead!r}")
+        if isinstance(self.alignment, bool) or int(self.alignment) != self.alignment or self.alignment < 1:
+            raise ValueError(f"Hardware.alignment must be an integer >= 1, got {self.alignment!r}")
+        object.__setattr__(self, "alignment", int(self.alignment))
+        if self.fast_capacity is not None:
+            cap = self.fast_capacity
+            if isinstance(cap, bool) or int(cap) != cap or cap < 1:
+                raise ValueError(f"Hardware.fast_capacity must be an integer >= 1 or None, got {cap!r}")
+            object.__setattr__(self, "fast_capacity", int(cap))
+
+    @property
+    def transcendental_rate(self) -> float:
+        """Transcendental ops per second (``peak_flops`` unless set)."""
+        return self.peak_flops if self.peak_transcendentals is None else self.peak_transcendentals
+
+    def with_capacity(self, fast_capacity: int) -> "Hardware":
+        """A copy of this profile with another fast-memory size."""
+        return dataclasses.replace(self, fast_capacity=int(fast_capacity))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# Public figures, rounded; the fast-memory size is set per scenario. tpu-v4-like follows
+# DESIGN.md: 275 TFLOP/s bf16, 1.2 TB/s HBM, on-chip memory 10x faster than HBM.
+PROFILES: dict[str, Hardware] = {
+    "tpu-v4-like": Hardware(275e12, 1.2e12, 12e12, None, 1, 0.0, None, "tpu-v4-like"),
+    # A100-like: 312 TFLOP/s bf16 dense, 1.55 TB/s HBM2e, shared memory/L1 ~ 10x HBM.
+    "gpu-a100-like": Hardware(312e12, 1.55e12, 15.5e12, None, 128, 0.0, None, "gpu-a100-like"),
+    # A small edge NPU: few TOPS, LPDDR at tens of GB/s, SRAM 20x faster.
+    "npu-edge-like": Hardware(4e12, 25.6e9, 512e9, None, 64, 0.0, None, "npu-edge-like"),
+}
+DEFAULT_PROFILE = "tpu-v4-like"
+
+
+def profile(name: str = DEFAULT_PROFILE, fast_capacity: int | None = None) -> Hardware:
+    """The named hardware profile, optionally with a fast-memory size."""
+    try:
+        hw = PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown hardware profile {name!r}; known: {', '.join(PROFILES)}") from None
+    return hw if fast_capacity is None else hw.with_capacity(fast_capacity)

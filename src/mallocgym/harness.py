@@ -1,0 +1,149 @@
+"""One harness for every agent: solve scenarios, validate through ``evaluate()``, tabulate.
+
+Results come as :class:`Result` rows and are written as Markdown, CSV and JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ._files import atomic_write
+from ._progress import Progress
+from .agents import Agent, Solution, make_agent
+from .evaluate import evaluate
+from .scenarios import Scenario
+
+__all__ = ["Result", "solve", "bench", "to_markdown", "to_csv", "write_results"]
+
+
+@dataclass
+class Result:
+    """One agent on one scenario. ``gap`` is ``time / time_lower_bound - 1`` when a bound is
+    known (0 = proven optimal)."""
+
+    scenario: str
+    agent: str
+    speedup: float
+    placed_bytes_fraction: float
+    time: float
+    time_all_slow: float
+    wall_s: float
+    offsets: list[int] = field(repr=False)
+    time_lower_bound: float | None = None
+    gap: float | None = None
+    info: dict = field(default_factory=dict, repr=False)
+
+    def to_dict(self, with_offsets: bool = True) -> dict:
+        out = {
+            "scenario": self.scenario, "agent": self.agent, "speedup": self.speedup,
+            "placed_bytes_fraction": self.placed_bytes_fraction, "time": self.time,
+            "time_all_slow": self.time_all_slow, "wall_s": self.wall_s,
+            "time_lower_bound": self.time_lower_bound, "gap": self.gap,
+        }
+        if self.info:
+            out["info"] = self.info
+        if with_offsets:
+            out["offsets"] = self.offsets
+        return out
+
+
+def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
+    """Run ``agent`` on ``scenario``, time it, and check its mapping with ``evaluate()``."""
+    agent = make_agent(agent) if isinstance(agent, str) else agent
+    begin = time.perf_counter()
+    solution = agent.solve(scenario, seed=seed)
+    wall = time.perf_counter() - begin
+    if not isinstance(solution, Solution):
+        solution = Solution(np.asarray(solution))
+    ev = evaluate(scenario.workload, solution.offsets, scenario.hardware)
+    bound = solution.time_lower_bound
+    gap = None if bound is None or bound <= 0 else max(ev.time / bound - 1.0, 0.0)
+    return Result(scenario.name, agent.name, ev.speedup, ev.placed_bytes_fraction, ev.time,
+                  ev.time_all_slow, wall, [int(x) for x in solution.offsets], bound, gap,
+                  dict(solution.info))
+
+
+def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
+          progress: bool = True) -> list[Result]:
+    """Every agent on every scenario, with a progress bar on stderr."""
+    agents = [make_agent(a) if isinstance(a, str) else a for a in agents]
+    results = []
+    with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
+        for scenario in scenarios:
+            for agent in agents:
+                results.append(solve(scenario, agent, seed=seed))
+                bar.update(f"{scenario.name} {agent.name}")
+    return results
+
+
+def _fmt(value, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def to_markdown(results: Sequence[Result]) -> str:
+    """A table: one row per scenario, one speedup column per agent, best in bold; then a
+    per-agent summary (geometric-mean speedup, mean placed bytes, wins, wall time)."""
+    agents = list(dict.fromkeys(r.agent for r in results))
+    scenarios = list(dict.fromkeys(r.scenario for r in results))
+    by_key = {(r.scenario, r.agent): r for r in results}
+    lines = ["| scenario | " + " | ".join(agents) + " |", "|---|" + "---:|" * len(agents)]
+    for s in scenarios:
+        row = [by_key.get((s, a)) for a in agents]
+        best = max((r.speedup for r in row if r is not None), default=None)
+        cells = []
+        for r in row:
+            if r is None:
+                cells.append("")
+                continue
+            text = f"{r.speedup:.4f}"
+            if r.gap is not None:
+                text += f" (gap {r.gap:.1%})"
+            cells.append(f"**{text}**" if best is not None and r.speedup >= best - 1e-12 else text)
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    lines += ["", "| agent | geomean speedup | mean placed bytes | best on | total wall s |",
+              "|---|---:|---:|---:|---:|"]
+    for a in agents:
+        rows = [r for r in results if r.agent == a]
+        geo = float(np.exp(np.mean(np.log([r.speedup for r in rows]))))
+        wins = sum(1 for r in rows if all(r.speedup >= by_key[(r.scenario, o)].speedup - 1e-12
+                                          for o in agents if (r.scenario, o) in by_key))
+        lines.append(f"| {a} | {geo:.4f} | {np.mean([r.placed_bytes_fraction for r in rows]):.1%} | "
+                     f"{wins}/{len(rows)} | {sum(r.wall_s for r in rows):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+CSV_COLUMNS = ("scenario", "agent", "speedup", "placed_bytes_fraction", "time", "time_all_slow",
+               "wall_s", "time_lower_bound", "gap")
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in results:
+        d = r.to_dict(with_offsets=False)
+        writer.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+    return buffer.getvalue()
+
+
+def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None) -> Path:
+    """Write ``results.md``, ``results.csv`` and ``results.json`` (atomically) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    header = f"Command: `{command}`\n\n" if command else ""
+    with atomic_write(out / "results.md") as handle:
+        handle.write(header + to_markdown(results))
+    with atomic_write(out / "results.csv") as handle:
+        handle.write(to_csv(results))
+    with atomic_write(out / "results.json") as handle:
+        json.dump([r.to_dict() for r in results], handle, indent=1)
+        handle.write("\n")
+    return out

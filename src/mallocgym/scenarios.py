@@ -1,0 +1,144 @@
+"""Scenarios: a workload plus a hardware profile with a fast-memory size.
+
+A scenario is named ``WORKLOAD@FRACTION``, the fraction being the fast-memory size relative to
+the program's peak live bytes (``mlp-train-s0@1/8``). The built-in ``default`` suite is a set of
+seeded synthetic training steps at two capacities, split into train and test.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from .hardware import DEFAULT_PROFILE, Hardware, profile
+from .workloads import Workload, load
+from .workloads.synthetic import mlp_training_step
+
+__all__ = ["Scenario", "suite", "get", "names", "resolve", "resolve_hardware", "check_fits",
+           "capacity_for", "DEFAULT_FRACTION", "SUITES"]
+
+DEFAULT_FRACTION = Fraction(1, 4)
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One game instance: ``workload`` on ``hardware`` (whose ``fast_capacity`` is set)."""
+
+    name: str
+    workload: Workload
+    hardware: Hardware
+    split: str = "train"
+
+
+def capacity_for(workload: Workload, fraction: Fraction | float, alignment: int = 1) -> int:
+    """``fraction`` of the peak live bytes, rounded up to ``alignment``, and at least the
+    largest buffer (so that every buffer could fit alone)."""
+    raw = math.ceil(workload.peak_live_bytes * Fraction(fraction))
+    raw = max(raw, int(workload.size.max()), 1)
+    return -(-raw // alignment) * alignment
+
+
+def resolve_hardware(workload: Workload, hardware: Hardware | str | None = None) -> Hardware:
+    """The hardware with its fast-memory size filled in.
+
+    ``None`` is the default profile. An unset ``fast_capacity`` becomes the workload's
+    ``default_capacity`` if it has one, else 1/4 of its peak live bytes (at least its largest
+    buffer).
+    """
+    if hardware is None:
+        hardware = profile(DEFAULT_PROFILE)
+    elif isinstance(hardware, str):
+        hardware = profile(hardware)
+    if hardware.fast_capacity is None:
+        capacity = workload.default_capacity or capacity_for(workload, DEFAULT_FRACTION, hardware.alignment)
+        hardware = hardware.with_capacity(capacity)
+    return hardware
+
+
+def check_fits(workload: Workload, hardware: Hardware) -> None:
+    """Raise ``ValueError`` naming the first buffer larger than the fast memory."""
+    capacity = hardware.fast_capacity
+    too_big = (workload.size > capacity).nonzero()[0]
+    if too_big.size:
+        b = int(too_big[0])
+        raise ValueError(
+            f"workload {workload.name!r}: {workload.buffer_label(b)}: field 'size' = {workload.size[b]} "
+            f"is larger than the fast memory ({capacity} bytes)"
+        )
+
+
+def _scenario(workload: Workload, fraction: Fraction, split: str) -> Scenario:
+    hw = profile(DEFAULT_PROFILE)
+    hw = hw.with_capacity(capacity_for(workload, fraction, hw.alignment))
+    return Scenario(f"{workload.name}@{fraction}", workload, hw, split)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_suite() -> tuple[Scenario, ...]:
+    out = []
+    for seed in range(6):
+        workload = mlp_training_step(seed)
+        split = "test" if seed >= 4 else "train"
+        for fraction in (Fraction(1, 8), Fraction(1, 2)):
+            out.append(_scenario(workload, fraction, split))
+    return tuple(out)
+
+
+SUITES = {"default": _default_suite}
+
+
+def suite(name: str = "default", split: str | None = None) -> list[Scenario]:
+    """The scenarios of a suite, optionally one split (``"train"`` or ``"test"``)."""
+    if name not in SUITES:
+        raise ValueError(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected 'train' or 'test'")
+    return [s for s in SUITES[name]() if split is None or s.split == split]
+
+
+def names(suite_name: str = "default", split: str | None = None) -> list[str]:
+    return [s.name for s in suite(suite_name, split)]
+
+
+def get(name: str) -> Scenario:
+    """A bundled scenario by name (``mlp-train-s0@1/8``), or a bundled workload by name (its
+    first scenario)."""
+    for suite_name in SUITES:
+        for scenario in suite(suite_name):
+            if name in (scenario.name, scenario.workload.name):
+                return scenario
+    raise ValueError(f"unknown scenario {name!r}; run `mallocgym list` to see the bundled ones")
+
+
+def resolve(workload: Workload | str | os.PathLike, hardware: Hardware | str | None = None,
+            capacity: int | None = None) -> Scenario:
+    """A scenario from a :class:`Workload`, a bundled name, or a workload file path.
+
+    ``hardware`` (a profile or a name) overrides the bundled scenario's; ``capacity`` overrides
+    the fast-memory size. The buffers must fit the fast memory one at a time.
+    """
+    if isinstance(workload, Workload):
+        scenario = Scenario(workload.name, workload, resolve_hardware(workload, hardware))
+    else:
+        text = os.fspath(workload)
+        path = Path(text)
+        if path.suffix.lower() in (".json", ".npz", ".csv"):
+            loaded = load(path)
+            scenario = Scenario(loaded.name, loaded, resolve_hardware(loaded, hardware))
+        else:
+            scenario = get(text)
+            if hardware is not None:
+                hw = profile(hardware) if isinstance(hardware, str) else hardware
+                if hw.fast_capacity is None:
+                    hw = hw.with_capacity(scenario.hardware.fast_capacity)
+                scenario = Scenario(scenario.name, scenario.workload, hw, scenario.split)
+    if capacity is not None:
+        scenario = Scenario(scenario.name, scenario.workload, scenario.hardware.with_capacity(capacity),
+                            scenario.split)
+    check_fits(scenario.workload, scenario.hardware)
+    return scenario

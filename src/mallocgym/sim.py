@@ -1,0 +1,403 @@
+"""The simulator: numba kernels over plain numpy arrays.
+
+Nothing here knows about Gymnasium. A scenario is compiled once into a :class:`Static` tuple of
+read-only arrays (workload, cost model, decision order); a game position is a :class:`State`
+tuple of arrays that the kernels mutate in place and that copies cheaply (``clone_state``).
+
+Fast memory is searched through a time-bucketed index of the placed buffers: bucket ``k`` holds
+(as a linked list in flat arrays) every placed buffer live during ops ``[k*W, (k+1)*W)``. A gap
+query over ``[s, e]`` walks only the buckets it touches, so it looks at the placed buffers near
+that window in time, never at every placed buffer.
+
+Cost model (per op ``t``; see docs/cost_model.md)::
+
+    compute_t = max(flops_t / peak_flops, transcendentals_t / peak_transcendentals)
+    mem_t     = slow_bytes_t / slow_bw + fast_bytes_t / fast_bw
+    elapsed_t = max(compute_t, mem_t) + op_overhead
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .hardware import Hardware
+from .workloads.core import Workload
+
+__all__ = [
+    "Static", "State", "compile_scenario", "new_state", "copy_state", "buffer_order",
+    "find_candidates", "place", "marginal_benefit", "run_greedy", "SLOW", "ORDERS",
+]
+
+SLOW = -1
+ORDERS = ("boundedness", "start", "size")
+
+Static = namedtuple("Static", [
+    "size",           # int64[N] bytes
+    "start",          # int64[N] first live op
+    "end",            # int64[N] last live op (inclusive)
+    "access_ptr",     # int64[N+1] CSR pointers into access_*
+    "access_op",      # int64[A]
+    "access_bytes",   # int64[A]
+    "compute_time",   # float64[T] max(flops/peak, transcendentals/rate), seconds
+    "order",          # int64[N] the decision order (buffer ids)
+    "benefit",        # float64[N] time saved by placing each buffer alone, seconds
+    "params",         # float64[4]: slow_bw, fast_bw, op_overhead, time_all_slow
+    "iparams",        # int64[4]: capacity, alignment, bucket width W, number of buckets
+])
+
+State = namedtuple("State", [
+    "offsets",        # int64[N] -1 = slow (or not yet decided), else byte offset
+    "slow_bytes",     # int64[T] bytes each op moves from/to slow memory
+    "fast_bytes",     # int64[T] bytes each op moves from/to fast memory
+    "op_time",        # float64[T] elapsed time of each op, seconds
+    "bucket_head",    # int64[n_buckets] first node of each time bucket, -1 if empty
+    "node_next",      # int64[max_nodes] next node in the same bucket, -1 at the end
+    "node_buf",       # int64[max_nodes] the buffer of each node
+    "counters",       # int64[4]: step (buffers decided), nodes used, buffers placed, ops compute-bound
+    "totals",         # float64[2]: program time (s), bytes placed
+])
+
+# counters / totals slots
+STEP, NODES, PLACED, COMPUTE_BOUND = 0, 1, 2, 3
+TIME, PLACED_BYTES = 0, 1
+# params / iparams slots
+SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW = 0, 1, 2, 3
+CAPACITY, ALIGNMENT, BUCKET_W, N_BUCKETS = 0, 1, 2, 3
+
+
+# ---------------------------------------------------------------------------------- cost model
+@njit(cache=True, inline="always")
+def op_elapsed(compute, slow_b, fast_b, slow_bw, fast_bw, overhead):
+    mem = slow_b / slow_bw + fast_b / fast_bw
+    return (compute if compute >= mem else mem) + overhead
+
+
+@njit(cache=True, inline="always")
+def is_compute_bound(compute, slow_b, fast_b, slow_bw, fast_bw):
+    return compute >= slow_b / slow_bw + fast_b / fast_bw
+
+
+@njit(cache=True)
+def move_bytes(st, state, b, to_fast):
+    """Move buffer ``b``'s accesses to fast memory (``to_fast``) or back; return the time delta.
+
+    Updates per-op bytes, per-op times, the program time and the compute-bound count.
+    """
+    slow_bw, fast_bw, overhead = st.params[SLOW_BW], st.params[FAST_BW], st.params[OVERHEAD]
+    delta = 0.0
+    for a in range(st.access_ptr[b], st.access_ptr[b + 1]):
+        t = st.access_op[a]
+        n = st.access_bytes[a]
+        c = st.compute_time[t]
+        was_bound = is_compute_bound(c, state.slow_bytes[t], state.fast_bytes[t], slow_bw, fast_bw)
+        if to_fast:
+            state.slow_bytes[t] -= n
+            state.fast_bytes[t] += n
+        else:
+            state.slow_bytes[t] += n
+            state.fast_bytes[t] -= n
+        new = op_elapsed(c, state.slow_bytes[t], state.fast_bytes[t], slow_bw, fast_bw, overhead)
+        delta += new - state.op_time[t]
+        state.op_time[t] = new
+        now_bound = is_compute_bound(c, state.slow_bytes[t], state.fast_bytes[t], slow_bw, fast_bw)
+        state.counters[COMPUTE_BOUND] += np.int64(now_bound) - np.int64(was_bound)
+    state.totals[TIME] += delta
+    return delta
+
+
+@njit(cache=True)
+def marginal_benefit(st, state, b):
+    """Seconds saved by placing buffer ``b`` now (``>= 0``); the state is left unchanged."""
+    time = state.totals[TIME]
+    delta = move_bytes(st, state, b, True)
+    move_bytes(st, state, b, False)
+    state.totals[TIME] = time  # exact restore: no rounding drift from the round trip
+    return -delta
+
+
+# ---------------------------------------------------------------------------- the bucket index
+@njit(cache=True)
+def _register(st, state, b):
+    w = st.iparams[BUCKET_W]
+    for k in range(st.start[b] // w, st.end[b] // w + 1):
+        node = state.counters[NODES]
+        state.node_buf[node] = b
+        state.node_next[node] = state.bucket_head[k]
+        state.bucket_head[k] = node
+        state.counters[NODES] = node + 1
+
+
+@njit(cache=True)
+def overlapping_placed(st, state, s, e, out):
+    """Write into ``out`` the placed buffers live at some op of ``[s, e]``; return their count."""
+    w = st.iparams[BUCKET_W]
+    m = 0
+    for k in range(s // w, e // w + 1):
+        node = state.bucket_head[k]
+        while node >= 0:
+            j = state.node_buf[node]
+            if st.start[j] <= e and st.end[j] >= s:
+                # A buffer sits in every bucket it spans: count it in the first shared one only.
+                first = st.start[j] if st.start[j] > s else s
+                if first // w == k:
+                    out[m] = j
+                    m += 1
+            node = state.node_next[node]
+    return m
+
+
+@njit(cache=True)
+def free_gaps(st, state, s, e, ids, gap_lo, gap_hi):
+    """Free address ranges ``[gap_lo, gap_hi)`` of fast memory over ops ``[s, e]``, by address.
+
+    ``ids`` is scratch of length N. Returns the number of gaps.
+    """
+    capacity = st.iparams[CAPACITY]
+    m = overlapping_placed(st, state, s, e, ids)
+    lo = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        lo[i] = state.offsets[ids[i]]
+    order = np.argsort(lo)
+    cursor = 0
+    n = 0
+    for i in range(m):
+        j = ids[order[i]]
+        a = state.offsets[j]
+        if a > cursor:
+            gap_lo[n] = cursor
+            gap_hi[n] = a
+            n += 1
+        top = a + st.size[j]
+        if top > cursor:
+            cursor = top
+    if cursor < capacity:
+        gap_lo[n] = cursor
+        gap_hi[n] = capacity
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _insert_candidate(k, n, off, glo, ghi, cand_off, cand_lo, cand_hi):
+    """Insert into the best-fit-sorted top-``k`` list (key: gap length, then offset)."""
+    length = ghi - glo
+    i = n if n < k else k
+    while i > 0:
+        prev_len = cand_hi[i - 1] - cand_lo[i - 1]
+        if prev_len < length or (prev_len == length and cand_off[i - 1] <= off):
+            break
+        i -= 1
+    if i >= k:
+        return n
+    last = n if n < k else k - 1
+    for j in range(last, i, -1):
+        cand_off[j] = cand_off[j - 1]
+        cand_lo[j] = cand_lo[j - 1]
+        cand_hi[j] = cand_hi[j - 1]
+    cand_off[i] = off
+    cand_lo[i] = glo
+    cand_hi[i] = ghi
+    return n + 1 if n < k else k
+
+
+@njit(cache=True)
+def find_candidates(st, state, b, k, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi):
+    """Candidate offsets for buffer ``b``, best fit first; return ``(count, max_gap, free_bytes)``.
+
+    From every free gap over ``b``'s live range that fits it: the lowest aligned offset and, when
+    different, the highest aligned offset (touching the buffer above). Sorted by gap length,
+    then offset; the first ``k`` are kept in ``cand_off`` (with their gap in ``cand_lo/hi``).
+    ``max_gap`` and ``free_bytes`` describe all gaps over the live range, fitting or not.
+    """
+    size = st.size[b]
+    align = st.iparams[ALIGNMENT]
+    n_gaps = free_gaps(st, state, st.start[b], st.end[b], ids, gap_lo, gap_hi)
+    n = 0
+    max_gap = 0
+    free = 0
+    for g in range(n_gaps):
+        glo, ghi = gap_lo[g], gap_hi[g]
+        length = ghi - glo
+        free += length
+        if length > max_gap:
+            max_gap = length
+        low = (glo + align - 1) // align * align
+        if low + size > ghi:
+            continue
+        n = _insert_candidate(k, n, low, glo, ghi, cand_off, cand_lo, cand_hi)
+        high = (ghi - size) // align * align
+        if high != low:
+            n = _insert_candidate(k, n, high, glo, ghi, cand_off, cand_lo, cand_hi)
+    return n, max_gap, free
+
+
+@njit(cache=True)
+def place(st, state, b, offset):
+    """Put buffer ``b`` in fast memory at ``offset`` (the caller checked it is free)."""
+    state.offsets[b] = offset
+    _register(st, state, b)
+    state.counters[PLACED] += 1
+    state.totals[PLACED_BYTES] += st.size[b]
+    return move_bytes(st, state, b, True)
+
+
+@njit(cache=True)
+def run_greedy(st, state, skip_no_benefit):
+    """Play the rest of the episode placing each buffer at its best-fit candidate.
+
+    ``skip_no_benefit`` leaves in slow memory buffers whose placement would save nothing now.
+    Returns the final program time.
+    """
+    n = st.size.shape[0]
+    ids = np.empty(n, dtype=np.int64)
+    gap_lo = np.empty(n + 1, dtype=np.int64)
+    gap_hi = np.empty(n + 1, dtype=np.int64)
+    cand_off = np.empty(1, dtype=np.int64)
+    cand_lo = np.empty(1, dtype=np.int64)
+    cand_hi = np.empty(1, dtype=np.int64)
+    for i in range(state.counters[STEP], n):
+        b = st.order[i]
+        state.counters[STEP] = i + 1
+        if skip_no_benefit and marginal_benefit(st, state, b) <= 0.0:
+            continue
+        count, _, _ = find_candidates(st, state, b, 1, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi)
+        if count > 0:
+            place(st, state, b, cand_off[0])
+    return state.totals[TIME]
+
+
+@njit(cache=True)
+def run_random(st, state, k, seed):
+    """Play the rest of the episode uniformly at random among the legal MallocGame actions (the
+    ``k`` best-fit candidates and skip), with numba's generator seeded by ``seed``."""
+    np.random.seed(seed)
+    n = st.size.shape[0]
+    ids = np.empty(n, dtype=np.int64)
+    gap_lo = np.empty(n + 1, dtype=np.int64)
+    gap_hi = np.empty(n + 1, dtype=np.int64)
+    cand_off = np.empty(k, dtype=np.int64)
+    cand_lo = np.empty(k, dtype=np.int64)
+    cand_hi = np.empty(k, dtype=np.int64)
+    for i in range(state.counters[STEP], n):
+        b = st.order[i]
+        state.counters[STEP] = i + 1
+        count, _, _ = find_candidates(st, state, b, k, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi)
+        choice = np.random.randint(0, count + 1)
+        if choice < count:
+            place(st, state, b, cand_off[choice])
+    return state.totals[TIME]
+
+
+# ----------------------------------------------------------------------------- set-up (Python)
+@njit(cache=True)
+def _static_benefits(st, state):
+    n = st.size.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    for b in range(n):
+        out[b] = marginal_benefit(st, state, b)
+    return out
+
+
+def buffer_order(benefit: np.ndarray, size: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 order: str = "boundedness") -> np.ndarray:
+    """The decision order (buffer ids).
+
+    ``"boundedness"`` is XLA MSA's: benefit / sqrt(size) descending, then size descending,
+    duration descending, start, id. ``"start"``: start, then size descending, id.
+    ``"size"``: size descending, then start, id.
+    """
+    ids = np.arange(size.shape[0])
+    duration = end - start + 1
+    if order == "boundedness":
+        keys = (ids, start, -duration, -size, -(benefit / np.sqrt(size)))
+    elif order == "start":
+        keys = (ids, -size, start)
+    elif order == "size":
+        keys = (ids, start, -size)
+    else:
+        raise ValueError(f"unknown order {order!r}; expected one of {', '.join(ORDERS)}")
+    return np.lexsort(keys).astype(np.int64)
+
+
+def _bucket_width(workload: Workload) -> int:
+    """Mean live duration, so a typical buffer spans about two buckets."""
+    duration = workload.end - workload.start + 1
+    return max(1, int(round(float(duration.mean()))))
+
+
+def compile_scenario(workload: Workload, hardware: Hardware, order: str = "boundedness") -> Static:
+    """Arrays of the scenario that stay fixed during an episode (``hardware.fast_capacity`` set)."""
+    if hardware.fast_capacity is None:
+        raise ValueError("hardware.fast_capacity is unset; resolve the scenario's hardware first")
+    compute = np.maximum(workload.flops / hardware.peak_flops,
+                         workload.transcendentals / hardware.transcendental_rate)
+    width = _bucket_width(workload)
+    n_buckets = (workload.num_ops + width - 1) // width
+    params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, 0.0])
+    iparams = np.array([hardware.fast_capacity, hardware.alignment, width, n_buckets], dtype=np.int64)
+    st = Static(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,
+                workload.access_bytes, compute, np.arange(workload.num_buffers, dtype=np.int64),
+                np.zeros(workload.num_buffers), params, iparams)
+    state = new_state(st)
+    params[TIME_ALL_SLOW] = state.totals[TIME]
+    benefit = _static_benefits(st, state)
+    ordering = buffer_order(benefit, workload.size, workload.start, workload.end, order)
+    for arr in (compute, benefit, ordering, params, iparams):
+        arr.setflags(write=False)
+    return st._replace(order=ordering, benefit=benefit)
+
+
+def new_state(st: Static) -> State:
+    """The start of an episode: every buffer in slow memory, nothing decided."""
+    n, t = st.size.shape[0], st.compute_time.shape[0]
+    width, n_buckets = int(st.iparams[BUCKET_W]), int(st.iparams[N_BUCKETS])
+    max_nodes = int(np.sum(st.end // width - st.start // width + 1))
+    slow = np.zeros(t, dtype=np.int64)
+    np.add.at(slow, st.access_op, st.access_bytes)
+    fast = np.zeros(t, dtype=np.int64)
+    slow_bw, fast_bw, overhead = st.params[SLOW_BW], st.params[FAST_BW], st.params[OVERHEAD]
+    mem = slow / slow_bw + fast / fast_bw
+    op_time = np.maximum(st.compute_time, mem) + overhead
+    bound = int(np.count_nonzero(st.compute_time >= mem))
+    return State(
+        offsets=np.full(n, SLOW, dtype=np.int64), slow_bytes=slow, fast_bytes=fast, op_time=op_time,
+        bucket_head=np.full(n_buckets, -1, dtype=np.int64),
+        node_next=np.empty(max_nodes, dtype=np.int64), node_buf=np.empty(max_nodes, dtype=np.int64),
+        counters=np.array([0, 0, 0, bound], dtype=np.int64),
+        totals=np.array([float(op_time.sum()), 0.0]),
+    )
+
+
+def copy_state(state: State) -> State:
+    """An independent copy (array copies only)."""
+    return State(*(a.copy() for a in state))
+
+
+@njit(cache=True)
+def first_conflict(st, state, offsets):
+    """The first pair ``(i, j)``, ``i < j``, of fast buffers that overlap in time and address.
+
+    Buffers are inserted in id order; the pair reported has the smallest ``j``, then the
+    smallest ``i``. Returns ``(-1, -1)`` when there is none. Uses (and fills) ``state``'s index.
+    """
+    n = st.size.shape[0]
+    ids = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        off = offsets[j]
+        if off < 0:
+            continue
+        m = overlapping_placed(st, state, st.start[j], st.end[j], ids)
+        best = -1
+        for q in range(m):
+            i = ids[q]
+            if state.offsets[i] < off + st.size[j] and off < state.offsets[i] + st.size[i]:
+                if best < 0 or i < best:
+                    best = i
+        if best >= 0:
+            return best, j
+        state.offsets[j] = off
+        _register(st, state, j)
+    return -1, -1

@@ -1,0 +1,245 @@
+"""The :class:`Workload`: a scheduled program's ops, buffers and accesses, as flat arrays."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["Workload", "ACCESS_READ", "ACCESS_WRITE"]
+
+ACCESS_READ = 0
+ACCESS_WRITE = 1
+
+
+def _frozen(array, dtype) -> np.ndarray:
+    out = np.ascontiguousarray(np.asarray(array), dtype=dtype).copy()
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A program in a fixed schedule: ``T`` ops, ``N`` buffers, ``A`` accesses.
+
+    Op ``t`` runs at step ``t`` (``0 <= t < T``). Buffer ``b`` holds ``size[b]`` bytes and is
+    live over the inclusive op interval ``[start[b], end[b]]``. Its accesses are the CSR slice
+    ``access_ptr[b]:access_ptr[b + 1]`` of the ``access_*`` arrays: op, bytes moved, write flag.
+
+    Attributes:
+      name: a label (the bundled suite uses ``model-variant`` names).
+      flops: ``float64[T]`` floating-point operations of each op.
+      size: ``int64[N]`` bytes of each buffer (> 0).
+      start: ``int64[N]`` first op at which the buffer is live.
+      end: ``int64[N]`` last op at which the buffer is live (inclusive, ``>= start``).
+      access_ptr: ``int64[N + 1]`` CSR row pointers into the access arrays.
+      access_op: ``int64[A]`` the op of each access, inside its buffer's live range.
+      access_bytes: ``int64[A]`` bytes moved by each access (>= 0).
+      access_write: ``bool[A]`` True for a write, False for a read.
+      transcendentals: ``float64[T]`` transcendental ops of each op (zeros by default).
+      buffer_names: ``N`` names (empty tuple if unnamed).
+      op_names: ``T`` names (empty tuple if unnamed).
+      default_capacity: a fast-memory size that comes with the workload (a MiniMalloc file's
+        capacity), used when the hardware profile leaves ``fast_capacity`` unset.
+
+    Arrays are copied and made read-only on construction, and the whole workload is validated:
+    a bad field raises one ``ValueError`` naming the buffer or op and the field.
+    """
+
+    name: str
+    flops: np.ndarray
+    size: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    access_ptr: np.ndarray
+    access_op: np.ndarray
+    access_bytes: np.ndarray
+    access_write: np.ndarray
+    transcendentals: np.ndarray | None = None
+    buffer_names: tuple[str, ...] = field(default=())
+    op_names: tuple[str, ...] = field(default=())
+    default_capacity: int | None = None
+
+    def __post_init__(self) -> None:
+        set_ = functools.partial(object.__setattr__, self)
+        set_("name", str(self.name))
+        set_("flops", _frozen(self.flops, np.float64))
+        set_("size", _frozen(self.size, np.int64))
+        set_("start", _frozen(self.start, np.int64))
+        set_("end", _frozen(self.end, np.int64))
+        set_("access_ptr", _frozen(self.access_ptr, np.int64))
+        set_("access_op", _frozen(self.access_op, np.int64))
+        set_("access_bytes", _frozen(self.access_bytes, np.int64))
+        set_("access_write", _frozen(self.access_write, np.bool_))
+        if self.transcendentals is None:
+            set_("transcendentals", _frozen(np.zeros_like(self.flops), np.float64))
+        else:
+            set_("transcendentals", _frozen(self.transcendentals, np.float64))
+        set_("buffer_names", tuple(str(n) for n in self.buffer_names))
+        set_("op_names", tuple(str(n) for n in self.op_names))
+        if self.default_capacity is not None:
+            set_("default_capacity", int(self.default_capacity))
+        self._validate()
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def from_buffers(
+        cls,
+        name: str,
+        flops: Sequence[float],
+        size: Sequence[int],
+        start: Sequence[int],
+        end: Sequence[int],
+        accesses: Sequence[Sequence[tuple[int, int, bool]]] | None = None,
+        **kwargs,
+    ) -> "Workload":
+        """Build a workload from per-buffer lists.
+
+        ``accesses[b]`` is a list of ``(op, bytes, is_write)``. Without ``accesses`` each buffer
+        gets the usual pair: a write of ``size`` bytes at ``start`` and a read of ``size`` bytes
+        at ``end``.
+        """
+        size = np.asarray(size, dtype=np.int64)
+        start = np.asarray(start, dtype=np.int64)
+        end = np.asarray(end, dtype=np.int64)
+        if accesses is None:
+            return cls.with_default_accesses(name, flops, size, start, end, **kwargs)
+        if len(accesses) != len(size):
+            raise ValueError(f"{name}: {len(accesses)} access lists for {len(size)} buffers")
+        ptr = np.zeros(len(size) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(a) for a in accesses])
+        flat = [acc for per_buffer in accesses for acc in per_buffer]
+        ops = np.array([a[0] for a in flat], dtype=np.int64)
+        nbytes = np.array([a[1] for a in flat], dtype=np.int64)
+        write = np.array([bool(a[2]) for a in flat], dtype=np.bool_)
+        return cls(name, flops, size, start, end, ptr, ops, nbytes, write, **kwargs)
+
+    @classmethod
+    def with_default_accesses(cls, name, flops, size, start, end, **kwargs) -> "Workload":
+        """Each buffer: one write of its size at ``start``, one read of its size at ``end``."""
+        size = np.asarray(size, dtype=np.int64)
+        start = np.asarray(start, dtype=np.int64)
+        end = np.asarray(end, dtype=np.int64)
+        n = len(size)
+        ptr = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+        ops = np.empty(2 * n, dtype=np.int64)
+        ops[0::2], ops[1::2] = start, end
+        nbytes = np.repeat(size, 2)
+        write = np.tile(np.array([True, False]), n)
+        return cls(name, flops, size, start, end, ptr, ops, nbytes, write, **kwargs)
+
+    # ------------------------------------------------------------------ sizes and statistics
+    @property
+    def num_ops(self) -> int:
+        return int(self.flops.shape[0])
+
+    @property
+    def num_buffers(self) -> int:
+        return int(self.size.shape[0])
+
+    @property
+    def num_accesses(self) -> int:
+        return int(self.access_op.shape[0])
+
+    @functools.cached_property
+    def total_bytes(self) -> int:
+        """Sum of all buffer sizes."""
+        return int(self.size.sum())
+
+    @functools.cached_property
+    def live_bytes(self) -> np.ndarray:
+        """``int64[T]``: bytes live at each op."""
+        diff = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.add.at(diff, self.start, self.size)
+        np.add.at(diff, self.end + 1, -self.size)
+        out = np.cumsum(diff[:-1])
+        out.setflags(write=False)
+        return out
+
+    @functools.cached_property
+    def peak_live_bytes(self) -> int:
+        """The most bytes live at any one op."""
+        return int(self.live_bytes.max())
+
+    def buffer_label(self, b: int) -> str:
+        """``"buffer 3 ('name')"`` for error messages."""
+        if self.buffer_names:
+            return f"buffer {b} ({self.buffer_names[b]!r})"
+        return f"buffer {b}"
+
+    def accesses(self, b: int) -> list[tuple[int, int, bool]]:
+        """Buffer ``b``'s accesses as ``(op, bytes, is_write)`` tuples."""
+        lo, hi = self.access_ptr[b], self.access_ptr[b + 1]
+        return [
+            (int(o), int(n), bool(w))
+            for o, n, w in zip(self.access_op[lo:hi], self.access_bytes[lo:hi], self.access_write[lo:hi])
+        ]
+
+    def __repr__(self) -> str:
+        return (
+            f"Workload({self.name!r}, ops={self.num_ops}, buffers={self.num_buffers}, "
+            f"accesses={self.num_accesses}, peak_live_bytes={self.peak_live_bytes})"
+        )
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        where = f"workload {self.name!r}"
+        t, n, a = self.flops.shape[0], self.size.shape[0], self.access_op.shape[0]
+        for arr_name in ("flops", "size", "start", "end", "access_ptr", "access_op", "access_bytes",
+                         "access_write", "transcendentals"):
+            if getattr(self, arr_name).ndim != 1:
+                raise ValueError(f"{where}: field '{arr_name}' must be one-dimensional")
+        if t == 0:
+            raise ValueError(f"{where}: it has no ops")
+        if n == 0:
+            raise ValueError(f"{where}: it has no buffers")
+        for arr_name in ("start", "end"):
+            if getattr(self, arr_name).shape[0] != n:
+                raise ValueError(f"{where}: field '{arr_name}' has {getattr(self, arr_name).shape[0]} entries, size has {n}")
+        if self.transcendentals.shape[0] != t:
+            raise ValueError(f"{where}: field 'transcendentals' has {self.transcendentals.shape[0]} entries, flops has {t}")
+        if self.buffer_names and len(self.buffer_names) != n:
+            raise ValueError(f"{where}: {len(self.buffer_names)} buffer_names for {n} buffers")
+        if self.op_names and len(self.op_names) != t:
+            raise ValueError(f"{where}: {len(self.op_names)} op_names for {t} ops")
+        for arr_name in ("flops", "transcendentals"):
+            arr = getattr(self, arr_name)
+            bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"{where}: op {i}: field '{arr_name}' = {float(arr[i])} must be finite and >= 0")
+        checks = (
+            (self.size <= 0, "size", lambda b: f"= {self.size[b]} must be > 0"),
+            (self.start < 0, "start", lambda b: f"= {self.start[b]} must be >= 0"),
+            (self.end < self.start, "end", lambda b: f"= {self.end[b]} is before start = {self.start[b]}"),
+            (self.end >= t, "end", lambda b: f"= {self.end[b]} is past the last op {t - 1}"),
+        )
+        for bad_mask, field_name, text in checks:
+            bad = np.flatnonzero(bad_mask)
+            if bad.size:
+                b = int(bad[0])
+                raise ValueError(f"{where}: {self.buffer_label(b)}: field '{field_name}' {text(b)}")
+        ptr = self.access_ptr
+        if ptr.shape[0] != n + 1 or ptr[0] != 0 or ptr[-1] != a or np.any(np.diff(ptr) < 0):
+            raise ValueError(f"{where}: field 'access_ptr' must be {n + 1} non-decreasing row pointers from 0 to {a}")
+        if self.access_bytes.shape[0] != a or self.access_write.shape[0] != a:
+            raise ValueError(f"{where}: access arrays differ in length")
+        owner = np.repeat(np.arange(n), np.diff(ptr))
+        outside = (self.access_op < self.start[owner]) | (self.access_op > self.end[owner])
+        bad = np.flatnonzero(outside)
+        if bad.size:
+            i = int(bad[0])
+            b = int(owner[i])
+            raise ValueError(
+                f"{where}: {self.buffer_label(b)}: access {i - ptr[b]} at op {self.access_op[i]} is outside "
+                f"its live range [{self.start[b]}, {self.end[b]}]"
+            )
+        bad = np.flatnonzero(self.access_bytes < 0)
+        if bad.size:
+            i = int(bad[0])
+            b = int(owner[i])
+            raise ValueError(f"{where}: {self.buffer_label(b)}: access {i - ptr[b]}: field 'bytes' = {self.access_bytes[i]} must be >= 0")
+        if self.default_capacity is not None and self.default_capacity < 1:
+            raise ValueError(f"{where}: field 'default_capacity' = {self.default_capacity} must be >= 1")

@@ -1,0 +1,284 @@
+"""Workload files: mallocgym JSON, compressed NPZ, and MiniMalloc CSV.
+
+The formats are documented in ``docs/file_format.md``. Every reader raises one ``ValueError``
+that names the file, and where it can the line, buffer and field; every writer writes to a
+temporary file and renames it, so a failed save leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .._files import atomic_write
+from .core import Workload
+
+__all__ = ["load", "save", "load_json", "save_json", "load_npz", "save_npz", "load_minimalloc"]
+
+FORMAT = "mallocgym-workload"
+VERSION = 1
+
+
+def load(path: str | os.PathLike) -> Workload:
+    """Read a workload by its extension: ``.json``, ``.npz`` or MiniMalloc ``.csv``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    readers = {".json": load_json, ".npz": load_npz, ".csv": load_minimalloc}
+    if suffix not in readers:
+        raise ValueError(f"{path}: unknown workload file type {suffix!r} (expected .json, .npz or .csv)")
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    return readers[suffix](path)
+
+
+def save(workload: Workload, path: str | os.PathLike) -> Path:
+    """Write a workload as ``.json`` or ``.npz`` (by extension), atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        save_json(workload, path)
+    elif suffix == ".npz":
+        save_npz(workload, path)
+    else:
+        raise ValueError(f"{path}: can only save .json or .npz workloads, not {suffix!r}")
+    return path
+
+
+def _wrap(path: Path, build):
+    """Run ``build()``; prefix a ValueError from validation with the file name."""
+    try:
+        return build()
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: {message}") from None
+
+
+# ---------------------------------------------------------------------------------------- JSON
+def workload_to_dict(workload: Workload) -> dict:
+    """The JSON document of a workload (see docs/file_format.md)."""
+    buffers = []
+    for b in range(workload.num_buffers):
+        entry = {"size": int(workload.size[b]), "start": int(workload.start[b]), "end": int(workload.end[b])}
+        if workload.buffer_names:
+            entry = {"name": workload.buffer_names[b], **entry}
+        entry["accesses"] = [[op, n, "w" if w else "r"] for op, n, w in workload.accesses(b)]
+        buffers.append(entry)
+    doc = {"format": FORMAT, "version": VERSION, "name": workload.name, "flops": workload.flops.tolist()}
+    if np.any(workload.transcendentals):
+        doc["transcendentals"] = workload.transcendentals.tolist()
+    if workload.op_names:
+        doc["op_names"] = list(workload.op_names)
+    if workload.default_capacity is not None:
+        doc["default_capacity"] = workload.default_capacity
+    doc["buffers"] = buffers
+    return doc
+
+
+def workload_from_dict(doc: dict, where: str = "workload") -> Workload:
+    """Inverse of :func:`workload_to_dict`, with errors naming ``where`` and the field."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: expected a JSON object at the top level")
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{where}: field 'format' must be {FORMAT!r}, got {doc.get('format')!r}")
+    if doc.get("version") != VERSION:
+        raise ValueError(f"{where}: unsupported version {doc.get('version')!r} (this mallocgym reads {VERSION})")
+    for key in ("name", "flops", "buffers"):
+        if key not in doc:
+            raise ValueError(f"{where}: missing field {key!r}")
+    flops = _number_list(doc["flops"], where, "flops")
+    trans = _number_list(doc["transcendentals"], where, "transcendentals") if "transcendentals" in doc else None
+    if not isinstance(doc["buffers"], list):
+        raise ValueError(f"{where}: field 'buffers' must be a list")
+    names, size, start, end, accesses = [], [], [], [], []
+    for b, entry in enumerate(doc["buffers"]):
+        here = f"{where}: buffer {b}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{here}: expected an object")
+        for key in ("size", "start", "end"):
+            if key not in entry:
+                raise ValueError(f"{here}: missing field {key!r}")
+            if not _is_int(entry[key]):
+                raise ValueError(f"{here}: field {key!r} = {entry[key]!r} is not an integer")
+        size.append(entry["size"])
+        start.append(entry["start"])
+        end.append(entry["end"])
+        names.append(str(entry.get("name", b)))
+        raw = entry.get("accesses")
+        if raw is None:
+            accesses.append([(entry["start"], entry["size"], True), (entry["end"], entry["size"], False)])
+            continue
+        if not isinstance(raw, list):
+            raise ValueError(f"{here}: field 'accesses' must be a list")
+        parsed = []
+        for i, acc in enumerate(raw):
+            if (not isinstance(acc, list) or len(acc) != 3 or not _is_int(acc[0]) or not _is_int(acc[1])
+                    or acc[2] not in ("r", "w")):
+                raise ValueError(f"{here}: access {i} = {acc!r} must be [op, bytes, \"r\"|\"w\"]")
+            parsed.append((acc[0], acc[1], acc[2] == "w"))
+        accesses.append(parsed)
+    has_names = any("name" in e for e in doc["buffers"])
+    return Workload.from_buffers(
+        doc["name"], flops, size, start, end, accesses,
+        transcendentals=trans,
+        buffer_names=tuple(names) if has_names else (),
+        op_names=tuple(doc.get("op_names", ())),
+        default_capacity=doc.get("default_capacity"),
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number_list(value, where: str, key: str) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: field {key!r} must be a list of numbers")
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: op {i}: field {key!r} = {v!r} is not a number")
+    return value
+
+
+def save_json(workload: Workload, path: str | os.PathLike) -> None:
+    with atomic_write(path, "w") as handle:
+        json.dump(workload_to_dict(workload), handle, separators=(",", ":"))
+        handle.write("\n")
+
+
+def load_json(path: str | os.PathLike) -> Workload:
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    return _wrap(path, lambda: workload_from_dict(doc, str(path)))
+
+
+# ----------------------------------------------------------------------------------------- NPZ
+_NPZ_ARRAYS = ("flops", "transcendentals", "size", "start", "end", "access_ptr", "access_op",
+               "access_bytes", "access_write")
+
+
+def save_npz(workload: Workload, path: str | os.PathLike) -> None:
+    meta = {
+        "format": FORMAT, "version": VERSION, "name": workload.name,
+        "buffer_names": list(workload.buffer_names), "op_names": list(workload.op_names),
+        "default_capacity": workload.default_capacity,
+    }
+    arrays = {key: getattr(workload, key) for key in _NPZ_ARRAYS}
+    with atomic_write(path, "wb") as handle:
+        np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+
+
+def load_npz(path: str | os.PathLike) -> Workload:
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [k for k in ("meta",) + _NPZ_ARRAYS if k not in data.files]
+            if missing:
+                raise ValueError(f"{path}: missing array {missing[0]!r}")
+            meta = json.loads(str(data["meta"]))
+            arrays = {key: data[key] for key in _NPZ_ARRAYS}
+    except ValueError:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, json errors ...
+        raise ValueError(f"{path}: not a readable mallocgym NPZ file ({type(exc).__name__}: {exc})") from None
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise ValueError(f"{path}: not a mallocgym workload NPZ (format {meta.get('format')!r}, version {meta.get('version')!r})")
+    return _wrap(path, lambda: Workload(
+        meta["name"], buffer_names=tuple(meta.get("buffer_names", ())), op_names=tuple(meta.get("op_names", ())),
+        default_capacity=meta.get("default_capacity"), **arrays))
+
+
+# ------------------------------------------------------------------------------ MiniMalloc CSV
+_CAPACITY_IN_NAME = re.compile(r"\.(\d+)\.csv$", re.IGNORECASE)
+MINIMALLOC_COLUMNS = ("id", "lower", "upper", "size")
+
+
+def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
+    """Parse a MiniMalloc CSV into rows ``{id, lower, upper, size[, offset]}`` (ints but ``id``).
+
+    Returns the rows and whether the file has an ``offset`` column (a solution).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    reader = csv.reader(text.splitlines())
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ValueError(f"{path}: empty file (expected header {','.join(MINIMALLOC_COLUMNS)})") from None
+    for column in MINIMALLOC_COLUMNS:
+        if column not in header:
+            raise ValueError(f"{path}: line 1: missing column {column!r} (header is {','.join(header)!r})")
+    has_offset = "offset" in header
+    index = {name: header.index(name) for name in MINIMALLOC_COLUMNS + (("offset",) if has_offset else ())}
+    rows, seen = [], set()
+    for line_no, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise ValueError(f"{path}: line {line_no}: {len(fields)} fields, header has {len(header)}")
+        row = {"id": fields[index["id"]].strip()}
+        for name, col in index.items():
+            if name == "id":
+                continue
+            raw = fields[col].strip()
+            try:
+                row[name] = int(raw)
+            except ValueError:
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw!r} is not an integer") from None
+        if row["id"] in seen:
+            raise ValueError(f"{path}: line {line_no}: field 'id' = {row['id']!r} is repeated")
+        seen.add(row["id"])
+        if row["lower"] < 0:
+            raise ValueError(f"{path}: line {line_no}: field 'lower' = {row['lower']} must be >= 0")
+        if row["upper"] <= row["lower"]:
+            raise ValueError(f"{path}: line {line_no}: field 'upper' = {row['upper']} must be > lower = {row['lower']}")
+        if row["size"] <= 0:
+            raise ValueError(f"{path}: line {line_no}: field 'size' = {row['size']} must be > 0")
+        if has_offset and row["offset"] < -1:
+            raise ValueError(f"{path}: line {line_no}: field 'offset' = {row['offset']} must be >= -1")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no buffers")
+    return rows, has_offset
+
+
+def load_minimalloc(path: str | os.PathLike) -> Workload:
+    """Read a MiniMalloc CSV (``id,lower,upper,size``, live over ``[lower, upper)``).
+
+    MiniMalloc has no ops or flops: each buffer gets a write of ``size`` bytes at ``lower`` and a
+    read of ``size`` bytes at ``upper - 1``, and every op has zero flops, so the time saved by
+    placing a buffer is proportional to its bytes. Time is compressed to the distinct access
+    points (which keeps every overlap and, with ``op_overhead = 0``, every time). A capacity in
+    the file name (``A.1048576.csv``) becomes the workload's ``default_capacity``.
+    """
+    path = Path(path)
+    rows, _ = read_minimalloc_rows(path)
+    lower = np.array([r["lower"] for r in rows], dtype=np.int64)
+    last = np.array([r["upper"] - 1 for r in rows], dtype=np.int64)
+    events = np.unique(np.concatenate([lower, last]))
+    start = np.searchsorted(events, lower)
+    end = np.searchsorted(events, last)
+    size = np.array([r["size"] for r in rows], dtype=np.int64)
+    match = _CAPACITY_IN_NAME.search(path.name)
+    name = path.name[: match.start()] if match else path.stem
+    return _wrap(path, lambda: Workload.with_default_accesses(
+        name, np.zeros(len(events)), size, start, end,
+        buffer_names=tuple(r["id"] for r in rows),
+        op_names=tuple(str(int(e)) for e in events),
+        default_capacity=int(match.group(1)) if match else None,
+    ))
