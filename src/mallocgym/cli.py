@@ -202,6 +202,32 @@ def _run_eval(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- train
+# KIND -> "module:function"; the function takes the remaining arguments (list of str) and parses
+# them itself, so `mallocgym --help` never imports torch.
+TRAINERS: dict[str, str] = {
+    "sb3": "mallocgym.agents.sb3.train:main",
+    "muzero": "mallocgym.agents.muzero.train:main",
+}
+
+
+def _add_train(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", choices=sorted(TRAINERS), help="which agent family to train")
+    p.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="the trainer's own arguments (see `mallocgym train KIND --help`)")
+
+
+def _run_train(args) -> int:
+    import importlib
+
+    module, _, attr = TRAINERS[args.kind].partition(":")
+    try:
+        trainer = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"trainer {args.kind!r} is not available ({exc})") from None
+    return int(trainer(args.rest) or 0)
+
+
 # name -> (help, add_arguments, run)
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "list": ("list the bundled scenarios", _add_list, _run_list),
@@ -210,6 +236,7 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "solve": ("map one scenario with one agent", _add_solve, _run_solve),
     "bench": ("run agents over a suite (or --speed)", _add_bench, _run_bench),
     "eval": ("evaluate one agent on a suite's split", _add_eval, _run_eval),
+    "train": ("train an agent (sb3 or muzero) under a wall-clock budget", _add_train, _run_train),
 }
 
 

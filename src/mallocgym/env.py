@@ -107,7 +107,9 @@ class MallocGameEnv(gym.Env):
 
     - ``workload``: a :class:`~mallocgym.Workload`, a bundled scenario or workload name, a path
       to a ``.json``/``.npz``/MiniMalloc ``.csv``, or a list of these to sample from at each
-      reset. ``None``: the bundled suite's ``split`` (default: train).
+      reset; or a generator, a callable ``(numpy.random.Generator) -> Workload | Scenario``
+      called at every reset with the env's seeded generator (unlimited training instances).
+      ``None``: the bundled suite's ``split`` (default: train).
     - ``hardware``: a :class:`~mallocgym.Hardware` or profile name; ``capacity``: fast-memory
       bytes (overrides the scenario's).
     - ``n_candidates`` ``K`` (16), ``n_next`` ``L`` (8), ``memory_bins`` ``(A, B)`` ((32, 32)).
@@ -164,10 +166,14 @@ class MallocGameEnv(gym.Env):
         self.render_mode = render_mode
         self._hardware_arg = hardware
         self._capacity_arg = capacity
+        self._generator = None
         if workload is None:
             specs: list = list(suite(suite_name, split))
-        elif isinstance(workload, (Workload, str, os.PathLike)):
+        elif isinstance(workload, (Workload, Scenario, str, os.PathLike)):
             specs = [workload]
+        elif callable(workload):
+            self._generator = workload
+            specs = [workload(np.random.default_rng(0))]
         else:
             specs = list(workload)
             if not specs:
@@ -194,16 +200,17 @@ class MallocGameEnv(gym.Env):
             return spec
         return resolve(spec, self._hardware_arg, self._capacity_arg)
 
-    def _compile(self, scenario: Scenario) -> _Compiled:
-        compiled = self._cache.get(scenario)
+    def _compile(self, scenario: Scenario, cache: bool = True) -> _Compiled:
+        compiled = self._cache.get(scenario) if cache else None
         if compiled is None:
             static = sim.compile_scenario(scenario.workload, scenario.hardware, self.order)
             if static.params[sim.TIME_ALL_SLOW] <= 0:
                 raise ValueError(f"workload {scenario.workload.name!r}: program time is 0 (no flops and no bytes)")
             compiled = _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes))
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[scenario] = compiled
+            if cache:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[scenario] = compiled
         return compiled
 
     def _start(self, compiled: _Compiled) -> None:
@@ -261,6 +268,10 @@ class MallocGameEnv(gym.Env):
             raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'workload'")
         if options.get("workload") is not None:
             scenario = self._resolve(options["workload"])
+        elif self._generator is not None:
+            scenario = self._resolve(self._generator(self.np_random))
+            self._start(self._compile(scenario, cache=False))
+            return self._observation(), self._info(invalid=False)
         elif len(self._scenarios) == 1:
             scenario = self._scenarios[0]
         else:
