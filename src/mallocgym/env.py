@@ -67,18 +67,22 @@ class MallocGameEnv(gym.Env):
 
     ## Observation Space
 
-    ``Dict``, every entry bounded in ``[0, 1]``, float32 unless said:
+    ``Dict`` of flat vectors (so that Gymnasium's and SB3's checkers and ``MultiInputPolicy``
+    take it as is), every entry bounded in ``[0, 1]``, float32 unless said. Tables are stored
+    row-major; ``env.unwrapped.structured(obs)`` reshapes them (also for batches):
 
     - ``"buffer"`` ``(12,)``: the buffer being decided:
       {buffer}
-    - ``"candidates"`` ``(K, 9)``: one row per candidate, zeros where absent; row ``i`` is action
-      ``i``:
+    - ``"candidates"`` ``(K * 9,)``, rows ``[K, 9]``: one row per candidate, zeros where absent;
+      row ``i`` is action ``i``:
       {candidates}
-    - ``"next"`` ``(L, 7)``: the next ``L = n_next`` buffers in decision order (default 8):
+    - ``"next"`` ``(L * 7,)``, rows ``[L, 7]``: the next ``L = n_next`` buffers in decision order
+      (default 8):
       {next}
-    - ``"memory"`` ``(2, A, B)``: channel 0 is the occupancy of fast memory over ``A`` address
-      bins (row 0 = address 0) and ``B`` time bins (fraction of each cell in use); channel 1 is 1
-      over the time bins of the current buffer's live range (default ``A = B = 32``).
+    - ``"memory"`` ``(2 * A * B,)``, image ``[2, A, B]``: channel 0 is the occupancy of fast memory
+      over ``A`` address bins (row 0 = address 0) and ``B`` time bins (fraction of each cell in
+      use); channel 1 is 1 over the time bins of the current buffer's live range (default
+      ``A = B = 32``).
     - ``"progress"`` ``(6,)``:
       {progress}
     - ``"action_mask"`` ``(K + 1,)`` int8 ``MultiBinary``: 1 = legal.
@@ -186,9 +190,9 @@ class MallocGameEnv(gym.Env):
         unit = dict(low=0.0, high=1.0, dtype=np.float32)
         self.observation_space = spaces.Dict({
             "buffer": spaces.Box(shape=(len(BUFFER_FEATURES),), **unit),
-            "candidates": spaces.Box(shape=(self.k, len(CANDIDATE_FEATURES)), **unit),
-            "next": spaces.Box(shape=(self.n_next, len(NEXT_FEATURES)), **unit),
-            "memory": spaces.Box(shape=(2, a_bins, t_bins), **unit),
+            "candidates": spaces.Box(shape=(self.k * len(CANDIDATE_FEATURES),), **unit),
+            "next": spaces.Box(shape=(self.n_next * len(NEXT_FEATURES),), **unit),
+            "memory": spaces.Box(shape=(2 * a_bins * t_bins,), **unit),
             "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
             "action_mask": spaces.MultiBinary(self.k + 1),
         })
@@ -321,8 +325,20 @@ class MallocGameEnv(gym.Env):
 
     def _observation(self) -> dict[str, np.ndarray]:
         o = self._obs
-        return {"buffer": o.buffer.copy(), "candidates": o.candidates.copy(), "next": o.next.copy(),
-                "memory": o.memory.copy(), "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
+        return {"buffer": o.buffer.copy(), "candidates": o.candidates.reshape(-1).copy(),
+                "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
+                "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
+
+    def structured(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Views of an observation (or a batch of them, leading axes kept) in their natural
+        shapes: ``candidates [..., K, 9]``, ``next [..., L, 7]``, ``memory [..., 2, A, B]``."""
+        a_bins, t_bins = self.memory_bins
+        out = dict(obs)
+        lead = obs["buffer"].shape[:-1]
+        out["candidates"] = obs["candidates"].reshape(*lead, self.k, len(CANDIDATE_FEATURES))
+        out["next"] = obs["next"].reshape(*lead, self.n_next, len(NEXT_FEATURES))
+        out["memory"] = obs["memory"].reshape(*lead, 2, a_bins, t_bins)
+        return out
 
     def observation(self) -> dict[str, np.ndarray]:
         """The current observation (a copy), e.g. after :meth:`restore_state`."""
