@@ -5,9 +5,10 @@ read-only arrays (workload, cost model, decision order); a game position is a :c
 tuple of arrays that the kernels mutate in place and that copies cheaply (``clone_state``).
 
 Fast memory is searched through a time-bucketed index of the placed buffers: bucket ``k`` holds
-(as a linked list in flat arrays) every placed buffer live during ops ``[k*W, (k+1)*W)``. A gap
-query over ``[s, e]`` walks only the buckets it touches, so it looks at the placed buffers near
-that window in time, never at every placed buffer.
+every placed buffer live during ops ``[k*W, (k+1)*W)``, kept sorted by offset (a CSR segment per
+bucket, sized up front from the workload). A gap query over ``[s, e]`` walks only the buckets it
+touches, merging their sorted segments, so it looks at the placed buffers near that window in
+time, in address order, without sorting and never at every placed buffer.
 
 Cost model (per op ``t``; see docs/cost_model.md)::
 
@@ -28,7 +29,8 @@ from .workloads.core import Workload
 
 __all__ = [
     "Static", "State", "compile_scenario", "new_state", "copy_state", "buffer_order",
-    "find_candidates", "place", "marginal_benefit", "run_greedy", "SLOW", "ORDERS",
+    "find_candidates", "place", "marginal_benefit", "run_greedy", "run_random", "copy_into",
+    "first_conflict", "SLOW", "ORDERS",
 ]
 
 SLOW = -1
@@ -46,6 +48,7 @@ Static = namedtuple("Static", [
     "benefit",        # float64[N] time saved by placing each buffer alone, seconds
     "params",         # float64[4]: slow_bw, fast_bw, op_overhead, time_all_slow
     "iparams",        # int64[4]: capacity, alignment, bucket width W, number of buckets
+    "bucket_ptr",     # int64[n_buckets+1] CSR segment of each time bucket in the index arrays
 ])
 
 State = namedtuple("State", [
@@ -53,15 +56,15 @@ State = namedtuple("State", [
     "slow_bytes",     # int64[T] bytes each op moves from/to slow memory
     "fast_bytes",     # int64[T] bytes each op moves from/to fast memory
     "op_time",        # float64[T] elapsed time of each op, seconds
-    "bucket_head",    # int64[n_buckets] first node of each time bucket, -1 if empty
-    "node_next",      # int64[max_nodes] next node in the same bucket, -1 at the end
-    "node_buf",       # int64[max_nodes] the buffer of each node
-    "counters",       # int64[4]: step (buffers decided), nodes used, buffers placed, ops compute-bound
+    "bucket_len",     # int64[n_buckets] placed buffers in each time bucket
+    "bucket_off",     # int64[bucket_ptr[-1]] their offsets, sorted within each bucket's segment
+    "bucket_buf",     # int64[bucket_ptr[-1]] their buffer ids, aligned with bucket_off
+    "counters",       # int64[3]: step (buffers decided), buffers placed, ops compute-bound
     "totals",         # float64[2]: program time (s), bytes placed
 ])
 
 # counters / totals slots
-STEP, NODES, PLACED, COMPUTE_BOUND = 0, 1, 2, 3
+STEP, PLACED, COMPUTE_BOUND = 0, 1, 2
 TIME, PLACED_BYTES = 0, 1
 # params / iparams slots
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW = 0, 1, 2, 3
@@ -121,13 +124,20 @@ def marginal_benefit(st, state, b):
 # ---------------------------------------------------------------------------- the bucket index
 @njit(cache=True)
 def _register(st, state, b):
+    """Insert placed buffer ``b`` into every time bucket it spans, keeping offsets sorted."""
     w = st.iparams[BUCKET_W]
+    off = state.offsets[b]
     for k in range(st.start[b] // w, st.end[b] // w + 1):
-        node = state.counters[NODES]
-        state.node_buf[node] = b
-        state.node_next[node] = state.bucket_head[k]
-        state.bucket_head[k] = node
-        state.counters[NODES] = node + 1
+        base = st.bucket_ptr[k]
+        n = state.bucket_len[k]
+        i = base + n
+        while i > base and state.bucket_off[i - 1] > off:
+            state.bucket_off[i] = state.bucket_off[i - 1]
+            state.bucket_buf[i] = state.bucket_buf[i - 1]
+            i -= 1
+        state.bucket_off[i] = off
+        state.bucket_buf[i] = b
+        state.bucket_len[k] = n + 1
 
 
 @njit(cache=True)
@@ -136,43 +146,77 @@ def overlapping_placed(st, state, s, e, out):
     w = st.iparams[BUCKET_W]
     m = 0
     for k in range(s // w, e // w + 1):
-        node = state.bucket_head[k]
-        while node >= 0:
-            j = state.node_buf[node]
+        base = st.bucket_ptr[k]
+        for i in range(base, base + state.bucket_len[k]):
+            j = state.bucket_buf[i]
             if st.start[j] <= e and st.end[j] >= s:
                 # A buffer sits in every bucket it spans: count it in the first shared one only.
                 first = st.start[j] if st.start[j] > s else s
                 if first // w == k:
                     out[m] = j
                     m += 1
-            node = state.node_next[node]
     return m
+
+
+_MERGE_LIMIT = 16  # a query spanning more buckets collects and sorts instead of merging
 
 
 @njit(cache=True)
 def free_gaps(st, state, s, e, ids, gap_lo, gap_hi):
     """Free address ranges ``[gap_lo, gap_hi)`` of fast memory over ops ``[s, e]``, by address.
 
-    ``ids`` is scratch of length N. Returns the number of gaps.
+    Sweeps the placed buffers live in ``[s, e]`` in offset order: the sorted segments of the
+    buckets the window touches are merged (a buffer met twice changes nothing). ``ids`` is
+    scratch of length N. Returns the number of gaps.
     """
     capacity = st.iparams[CAPACITY]
-    m = overlapping_placed(st, state, s, e, ids)
-    lo = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        lo[i] = state.offsets[ids[i]]
-    order = np.argsort(lo)
+    w = st.iparams[BUCKET_W]
+    k0 = s // w
+    nk = e // w - k0 + 1
     cursor = 0
     n = 0
-    for i in range(m):
-        j = ids[order[i]]
-        a = state.offsets[j]
-        if a > cursor:
-            gap_lo[n] = cursor
-            gap_hi[n] = a
-            n += 1
-        top = a + st.size[j]
-        if top > cursor:
-            cursor = top
+    if nk <= _MERGE_LIMIT:
+        pos = np.empty(nk, dtype=np.int64)
+        stop = np.empty(nk, dtype=np.int64)
+        for q in range(nk):
+            pos[q] = st.bucket_ptr[k0 + q]
+            stop[q] = pos[q] + state.bucket_len[k0 + q]
+        while True:
+            best = -1
+            best_off = 0
+            for q in range(nk):
+                if pos[q] < stop[q] and (best < 0 or state.bucket_off[pos[q]] < best_off):
+                    best = q
+                    best_off = state.bucket_off[pos[q]]
+            if best < 0:
+                break
+            j = state.bucket_buf[pos[best]]
+            pos[best] += 1
+            if st.start[j] > e or st.end[j] < s:
+                continue
+            if best_off > cursor:
+                gap_lo[n] = cursor
+                gap_hi[n] = best_off
+                n += 1
+            top = best_off + st.size[j]
+            if top > cursor:
+                cursor = top
+    else:
+        m = overlapping_placed(st, state, s, e, ids)
+        lo = np.empty(m, dtype=np.int64)
+        for i in range(m):
+            lo[i] = state.offsets[ids[i]]
+        order = np.argsort(lo)
+        for i in range(m):
+            j = ids[order[i]]
+            a = state.offsets[j]
+            if a > cursor:
+                gap_lo[n] = cursor
+                gap_hi[n] = a
+                n += 1
+            top = a + st.size[j]
+            if top > cursor:
+                cursor = top
     if cursor < capacity:
         gap_lo[n] = cursor
         gap_hi[n] = capacity
@@ -338,14 +382,20 @@ def compile_scenario(workload: Workload, hardware: Hardware, order: str = "bound
     n_buckets = (workload.num_ops + width - 1) // width
     params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, 0.0])
     iparams = np.array([hardware.fast_capacity, hardware.alignment, width, n_buckets], dtype=np.int64)
+    # Bucket k can hold at most the buffers whose live range touches it.
+    spans = np.zeros(n_buckets + 1, dtype=np.int64)
+    np.add.at(spans, workload.start // width, 1)
+    np.add.at(spans, workload.end // width + 1, -1)
+    bucket_ptr = np.zeros(n_buckets + 1, dtype=np.int64)
+    bucket_ptr[1:] = np.cumsum(np.cumsum(spans)[:-1])
     st = Static(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,
                 workload.access_bytes, compute, np.arange(workload.num_buffers, dtype=np.int64),
-                np.zeros(workload.num_buffers), params, iparams)
+                np.zeros(workload.num_buffers), params, iparams, bucket_ptr)
     state = new_state(st)
     params[TIME_ALL_SLOW] = state.totals[TIME]
     benefit = _static_benefits(st, state)
     ordering = buffer_order(benefit, workload.size, workload.start, workload.end, order)
-    for arr in (compute, benefit, ordering, params, iparams):
+    for arr in (compute, benefit, ordering, params, iparams, bucket_ptr):
         arr.setflags(write=False)
     return st._replace(order=ordering, benefit=benefit)
 
@@ -353,8 +403,7 @@ def compile_scenario(workload: Workload, hardware: Hardware, order: str = "bound
 def new_state(st: Static) -> State:
     """The start of an episode: every buffer in slow memory, nothing decided."""
     n, t = st.size.shape[0], st.compute_time.shape[0]
-    width, n_buckets = int(st.iparams[BUCKET_W]), int(st.iparams[N_BUCKETS])
-    max_nodes = int(np.sum(st.end // width - st.start // width + 1))
+    n_buckets, slots = int(st.iparams[N_BUCKETS]), int(st.bucket_ptr[-1])
     slow = np.zeros(t, dtype=np.int64)
     np.add.at(slow, st.access_op, st.access_bytes)
     fast = np.zeros(t, dtype=np.int64)
@@ -364,9 +413,9 @@ def new_state(st: Static) -> State:
     bound = int(np.count_nonzero(st.compute_time >= mem))
     return State(
         offsets=np.full(n, SLOW, dtype=np.int64), slow_bytes=slow, fast_bytes=fast, op_time=op_time,
-        bucket_head=np.full(n_buckets, -1, dtype=np.int64),
-        node_next=np.empty(max_nodes, dtype=np.int64), node_buf=np.empty(max_nodes, dtype=np.int64),
-        counters=np.array([0, 0, 0, bound], dtype=np.int64),
+        bucket_len=np.zeros(n_buckets, dtype=np.int64),
+        bucket_off=np.zeros(slots, dtype=np.int64), bucket_buf=np.zeros(slots, dtype=np.int64),
+        counters=np.array([0, 0, bound], dtype=np.int64),
         totals=np.array([float(op_time.sum()), 0.0]),
     )
 
@@ -374,6 +423,20 @@ def new_state(st: Static) -> State:
 def copy_state(state: State) -> State:
     """An independent copy (array copies only)."""
     return State(*(a.copy() for a in state))
+
+
+@njit(cache=True)
+def copy_into(src, dst):
+    """Overwrite ``dst`` with ``src`` (states of the same scenario) without allocating."""
+    dst.offsets[:] = src.offsets
+    dst.slow_bytes[:] = src.slow_bytes
+    dst.fast_bytes[:] = src.fast_bytes
+    dst.op_time[:] = src.op_time
+    dst.bucket_len[:] = src.bucket_len
+    dst.bucket_off[:] = src.bucket_off
+    dst.bucket_buf[:] = src.bucket_buf
+    dst.counters[:] = src.counters
+    dst.totals[:] = src.totals
 
 
 @njit(cache=True)

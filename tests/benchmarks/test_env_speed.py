@@ -1,0 +1,67 @@
+"""Speed targets of issue 2, checked here (not in the default test run):
+
+    make bench        # or: .venv/bin/python -m pytest tests/benchmarks --benchmark-only
+
+- ``env.step`` through ``gym.make`` on a ~1,000-buffer program costs at most 3x a CartPole-v1 step
+  measured in the same process;
+- a numba-only greedy episode over a ~10,000-buffer program takes under 100 ms after warm-up.
+"""
+
+import gymnasium as gym
+import pytest
+
+import mallocgym
+from mallocgym import sim
+from mallocgym.speed import cartpole_step_seconds, env_step_seconds, program_with_buffers
+
+
+@pytest.fixture(scope="module")
+def scenario_1k():
+    return program_with_buffers(1000)
+
+
+@pytest.fixture(scope="module")
+def scenario_10k():
+    return program_with_buffers(10000)
+
+
+def test_env_step_vs_cartpole(benchmark, scenario_1k):
+    env = gym.make("MallocGame-v0", workload=scenario_1k.workload, hardware=scenario_1k.hardware)
+    k = env.unwrapped.k
+    state = {"obs": env.reset(seed=0)[0]}
+
+    def one_step():
+        obs = state["obs"]
+        obs, _, done, _, _ = env.step(0 if obs["action_mask"][0] else k)
+        state["obs"] = env.reset()[0] if done else obs
+
+    for _ in range(100):
+        one_step()
+    benchmark.pedantic(one_step, rounds=20000, iterations=1, warmup_rounds=100)
+    ratio = env_step_seconds(scenario_1k, 20000) / cartpole_step_seconds(20000)
+    benchmark.extra_info["step_ratio_to_cartpole"] = ratio
+    assert ratio <= 3.0, f"MallocGame step is {ratio:.2f}x a CartPole step (target <= 3x)"
+
+
+def test_cartpole_step(benchmark):
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    flip = {"a": 0}
+
+    def one_step():
+        flip["a"] ^= 1
+        _, _, terminated, truncated, _ = env.step(flip["a"])
+        if terminated or truncated:
+            env.reset()
+
+    benchmark.pedantic(one_step, rounds=20000, iterations=1, warmup_rounds=100)
+
+
+def test_greedy_episode_10k_buffers(benchmark, scenario_10k):
+    st = sim.compile_scenario(scenario_10k.workload, scenario_10k.hardware)
+    sim.run_greedy(st, sim.new_state(st), False)  # warm-up (compiled, cached)
+    result = benchmark.pedantic(lambda state: sim.run_greedy(st, state, False),
+                                setup=lambda: ((sim.new_state(st),), {}), rounds=7, iterations=1)
+    assert result > 0
+    assert scenario_10k.workload.num_buffers >= 10000
+    assert benchmark.stats.stats.min < 0.100, "greedy episode over 10k buffers must take < 100 ms"
