@@ -110,13 +110,23 @@ def _add_solve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for stochastic agents")
     p.add_argument("--png", help="draw the mapping to this PNG file")
     p.add_argument("--json", action="store_true", help="print one JSON object (with offsets)")
+    p.add_argument("--minimalloc-out", metavar="FILE",
+                   help="write the mapping as a MiniMalloc solution CSV (id,lower,upper,size,offset; "
+                        "-1 = not placed); only for a MiniMalloc .csv workload")
 
 
 def _run_solve(args) -> int:
     from .harness import solve
 
+    minimalloc_out = getattr(args, "minimalloc_out", None)
+    if minimalloc_out and Path(args.name).suffix.lower() != ".csv":
+        raise ValueError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
     s = _scenario(args.name, args.capacity, args.hardware)
     result = solve(s, args.agent, seed=args.seed)
+    if minimalloc_out:
+        from .workloads.minimalloc import write_minimalloc
+
+        write_minimalloc(minimalloc_out, s.workload, result.offsets)
     if args.png:
         from .render import memory_map, write_png
 
@@ -129,6 +139,8 @@ def _run_solve(args) -> int:
               f"wall {result.wall_s:.2f}s" + (f", gap {result.gap:.2%}" if result.gap is not None else ""))
         if args.png:
             print(f"wrote {args.png}")
+        if minimalloc_out:
+            print(f"wrote {minimalloc_out}")
     return 0
 
 
@@ -258,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
+    except BrokenPipeError:  # `mallocgym ... | head`
+        sys.stderr.close()
+        return 0
     except (ValueError, OSError) as exc:
         print(f"mallocgym: error: {exc}", file=sys.stderr)
         return 2

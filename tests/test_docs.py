@@ -1,0 +1,24 @@
+"""The docs describe what the code does: feature tables and the README's commands."""
+
+from pathlib import Path
+
+from mallocgym.features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_game_doc_lists_every_feature_in_order():
+    text = (ROOT / "docs" / "game.md").read_text()
+    for names in (BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES):
+        rows = [f"| {i} | {name} |" for i, name in enumerate(names)]
+        positions = [text.find(row) for row in rows]
+        assert all(p >= 0 for p in positions), [r for r, p in zip(rows, positions) if p < 0]
+        assert positions == sorted(positions)
+
+
+def test_readme_setup_commands_exist_in_makefile():
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "make run" in readme and "make test" in readme
+    assert "\nrun:" in makefile and "\ntest:" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
