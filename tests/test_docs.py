@@ -9,9 +9,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_game_doc_lists_every_feature_in_order():
     text = (ROOT / "docs" / "game.md").read_text()
-    for names in (BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES):
+    tables = {"buffer": BUFFER_FEATURES, "candidates": CANDIDATE_FEATURES, "next": NEXT_FEATURES,
+              "progress": PROGRESS_FEATURES}
+    for key, names in tables.items():
+        section = text.index(f"### `{key}`")
         rows = [f"| {i} | {name} |" for i, name in enumerate(names)]
-        positions = [text.find(row) for row in rows]
+        positions = [text.find(row, section) for row in rows]
         assert all(p >= 0 for p in positions), [r for r, p in zip(rows, positions) if p < 0]
         assert positions == sorted(positions)
 
