@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/mallocgym bench --suite default --agents all-slow,random,best-fit --out out/run
+	$(VENV)/bin/mallocgym bench --suite default --agents all-slow,random,xla --out out/run
 
 test: $(STAMP)
 	$(PY) -m pytest
