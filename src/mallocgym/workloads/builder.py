@@ -55,9 +55,18 @@ class ProgramBuilder:
             self._buffers[b].accesses.append((t, self._buffers[b].size, False))
         return t
 
+    def mark_output(self, b: int) -> None:
+        """Make buffer ``b`` a program output: live to the last op."""
+        self._buffers[b].output = True
+
     @property
     def num_ops(self) -> int:
         return len(self._ops)
+
+    @property
+    def num_buffers(self) -> int:
+        """Buffers some op touches so far (those :meth:`build` keeps)."""
+        return sum(1 for b in self._buffers if b.accesses)
 
     def build(self, **kwargs) -> Workload:
         """The workload; buffers no op touches are dropped."""
