@@ -33,19 +33,37 @@ def _print_json(obj) -> None:
 
 # ---------------------------------------------------------------------------------------- list
 def _add_list(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
+    p.add_argument("--suite", default="default", help="suite: default (XLA-compiled programs), synthetic or "
+                                                      "minimalloc (default: %(default)s)")
     p.add_argument("--split", choices=["train", "test"], help="only this split")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON (one object per scenario) instead of a table")
+    out.add_argument("--markdown", action="store_true",
+                     help="print a Markdown table with one row per workload (the table of docs/suite.md)")
+
+
+def _suite_info(suite_name: str) -> dict[str, dict]:
+    from .scenarios import manifest
+
+    return {row["name"]: row for row in manifest()["workloads"]} if suite_name == "default" else {}
 
 
 def _run_list(args) -> int:
     from .scenarios import suite
 
+    scenarios = suite(args.suite, args.split)
+    info = _suite_info(args.suite)
+    if args.markdown:
+        from .show import suite_table, table_markdown
+
+        print(table_markdown(suite_table(scenarios, info)))
+        return 0
     rows = [{
-        "name": s.name, "split": s.split, "workload": s.workload.name, "ops": s.workload.num_ops,
+        "name": s.name, "split": s.split, "workload": s.workload.name,
+        "family": info.get(s.workload.name, {}).get("family", ""), "ops": s.workload.num_ops,
         "buffers": s.workload.num_buffers, "peak_live_bytes": s.workload.peak_live_bytes,
         "fast_capacity": s.hardware.fast_capacity, "hardware": s.hardware.name,
-    } for s in suite(args.suite, args.split)]
+    } for s in scenarios]
     if args.json:
         _print_json(rows)
         return 0
@@ -60,42 +78,60 @@ def _run_list(args) -> int:
 def _add_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a bundled scenario or workload name, or a workload file")
     p.add_argument("--capacity", type=int, help="fast-memory bytes")
+    p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
+    p.add_argument("--png", help="draw memory pressure to this PNG file: live bytes over time against the "
+                                 "capacity (top), the buffers' live ranges (bottom)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _run_show(args) -> int:
-    from .evaluate import evaluate
-    from .heuristics import all_slow
+    from .show import pressure_picture, scenario_stats
 
-    s = _scenario(args.name, args.capacity)
-    w = s.workload
-    ev = evaluate(w, all_slow(s), s.hardware)
-    stats = {
-        "scenario": s.name, "workload": w.name, "ops": w.num_ops, "buffers": w.num_buffers,
-        "accesses": w.num_accesses, "total_bytes": w.total_bytes, "peak_live_bytes": w.peak_live_bytes,
-        "fast_capacity": s.hardware.fast_capacity, "hardware": s.hardware.name,
-        "time_all_slow_s": ev.time_all_slow, "compute_bound_ops_all_slow": ev.compute_bound_ops,
-        "total_flops": float(w.flops.sum()),
-    }
+    s = _scenario(args.name, args.capacity, args.hardware)
+    stats = scenario_stats(s)
+    family = _suite_info("default").get(s.workload.name, {}).get("family") if "@" in s.name else None
+    if family:
+        stats["family"] = family
+    if args.png:
+        from .render import write_png
+
+        write_png(args.png, pressure_picture(s.workload, s.hardware.fast_capacity))
     if args.json:
         _print_json(stats)
     else:
         for key, value in stats.items():
-            print(f"{key:28} {value}")
+            print(f"{key:28} {value:.6g}" if isinstance(value, float) else f"{key:28} {value}")
+        if args.png:
+            print(f"wrote {args.png}")
     return 0
 
 
 # ---------------------------------------------------------------------------------------- import
 def _add_import(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["minimalloc"], help="what PATH is")
-    p.add_argument("path", help="the file to import")
+    p.add_argument("kind", choices=["minimalloc", "xla"],
+                   help="minimalloc: a MiniMalloc CSV; xla: an XLA dump directory written with XLA_FLAGS="
+                        "'--xla_dump_to=DIR --xla_dump_hlo_as_text --xla_dump_buffer_assignment_analysis'")
+    p.add_argument("path", help="the file (minimalloc) or dump directory (xla) to import")
     p.add_argument("-o", "--out", required=True, help="output workload (.json or .npz)")
+    p.add_argument("--module", help="xla: which module (module_0008.jit_f or jit_f; default: the largest)")
+    p.add_argument("--name", help="the workload's name (default: from the file or module)")
 
 
 def _run_import(args) -> int:
+    import dataclasses
+
     from .workloads import load_minimalloc, save
 
-    workload = load_minimalloc(args.path)
+    if args.kind == "xla":
+        from .workloads.xla import import_xla_dump
+
+        workload = import_xla_dump(args.path, module=args.module, name=args.name)
+    else:
+        if args.module:
+            raise UsageError("--module is only for 'import xla'")
+        workload = load_minimalloc(args.path)
+        if args.name:
+            workload = dataclasses.replace(workload, name=args.name)
     out = save(workload, args.out)
     print(f"wrote {out}: {workload.num_buffers} buffers, {workload.num_ops} ops")
     return 0

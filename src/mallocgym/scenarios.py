@@ -1,13 +1,24 @@
-"""Scenarios: a workload plus a hardware profile with a fast-memory size.
+"""Scenarios: a workload plus a hardware profile with a fast-memory size, grouped in suites.
 
 A scenario is named ``WORKLOAD@FRACTION``, the fraction being the fast-memory size relative to
-the program's peak live bytes (``mlp-train-s0@1/8``). The built-in ``default`` suite is a set of
-seeded synthetic training steps at two capacities, split into train and test.
+the program's peak live bytes (``alexnet-train@1/8``). Suites:
+
+- ``default``: the bundled suite, real programs compiled by XLA (``examples/model_zoo.py``),
+  stored in ``mallocgym/data/suite`` (one NPZ per workload and ``manifest.json``), each at 1/8
+  and 1/2 of its peak live bytes, split into train and test (see ``docs/suite.md``);
+- ``synthetic``: seeded synthetic MLP training steps (``mlp-train-s0`` ...) at 1/8 and 1/2;
+- ``minimalloc``: MiniMalloc's challenging instances A-E at their 1 MiB capacity (split test),
+  named ``minimalloc-A@1MiB`` ...
+
+Suites are loaded on first use and cached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib.resources
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -15,14 +26,15 @@ from fractions import Fraction
 from pathlib import Path
 
 from .hardware import DEFAULT_PROFILE, Hardware, profile
-from .workloads import Workload, load
+from .workloads import Workload, load, load_minimalloc, load_npz
 from .workloads.synthetic import mlp_training_step
 
 __all__ = ["Scenario", "suite", "get", "names", "resolve", "resolve_hardware", "check_fits",
-           "capacity_for", "DEFAULT_FRACTION", "SUITES"]
+           "capacity_for", "manifest", "DEFAULT_FRACTION", "SUITES", "SPLITS"]
 
 DEFAULT_FRACTION = Fraction(1, 4)
 SPLITS = ("train", "test")
+SUITE_FORMAT = "mallocgym-suite"
 
 
 @dataclass(frozen=True)
@@ -78,8 +90,59 @@ def _scenario(workload: Workload, fraction: Fraction, split: str) -> Scenario:
     return Scenario(f"{workload.name}@{fraction}", workload, hw, split)
 
 
+# ------------------------------------------------------------------------------------- suites
+def _data_dir(*parts: str) -> Path:
+    """A folder of the package's ``data`` (a real path: the package is installed unzipped)."""
+    return Path(str(importlib.resources.files("mallocgym").joinpath("data", *parts)))
+
+
+@functools.lru_cache(maxsize=None)
+def manifest() -> dict:
+    """The bundled suite's ``manifest.json`` (checked): ``{"workloads": [{"name", "file",
+    "family", "split", "fractions", "description", "ops", "buffers", ...}, ...], ...}``."""
+    path = _data_dir("suite") / "manifest.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: the bundled suite's manifest is missing (reinstall mallocgym)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != SUITE_FORMAT or doc.get("version") != 1:
+        raise ValueError(f"{path}: not a {SUITE_FORMAT} manifest of version 1")
+    seen = set()
+    for i, row in enumerate(doc.get("workloads", ())):
+        for key in ("name", "file", "split", "fractions"):
+            if key not in row:
+                raise ValueError(f"{path}: workload {i}: missing field {key!r}")
+        if row["split"] not in SPLITS:
+            raise ValueError(f"{path}: workload {i}: field 'split' = {row['split']!r} is not train or test")
+        if row["name"] in seen:
+            raise ValueError(f"{path}: workload {i}: name {row['name']!r} is repeated")
+        seen.add(row["name"])
+    if not seen:
+        raise ValueError(f"{path}: no workloads")
+    return doc
+
+
 @functools.lru_cache(maxsize=None)
 def _default_suite() -> tuple[Scenario, ...]:
+    folder = _data_dir("suite")
+    out = []
+    for i, row in enumerate(manifest()["workloads"]):
+        workload = load_npz(folder / row["file"])
+        if workload.name != row["name"]:
+            raise ValueError(f"{folder / row['file']}: holds workload {workload.name!r}, the manifest says {row['name']!r}")
+        for fraction in row["fractions"]:
+            try:
+                value = Fraction(fraction)
+            except (ValueError, ZeroDivisionError):
+                raise ValueError(f"{folder / 'manifest.json'}: workload {i}: bad fraction {fraction!r}") from None
+            out.append(_scenario(workload, value, row["split"]))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _synthetic_suite() -> tuple[Scenario, ...]:
     out = []
     for seed in range(6):
         workload = mlp_training_step(seed)
@@ -89,7 +152,18 @@ def _default_suite() -> tuple[Scenario, ...]:
     return tuple(out)
 
 
-SUITES = {"default": _default_suite}
+@functools.lru_cache(maxsize=None)
+def _minimalloc_suite() -> tuple[Scenario, ...]:
+    out = []
+    for letter in "ABCDE":
+        raw = load_minimalloc(_data_dir("minimalloc") / f"{letter}.1048576.csv")
+        workload = dataclasses.replace(raw, name=f"minimalloc-{letter}")
+        hw = profile(DEFAULT_PROFILE).with_capacity(workload.default_capacity)
+        out.append(Scenario(f"{workload.name}@1MiB", workload, hw, "test"))
+    return tuple(out)
+
+
+SUITES = {"default": _default_suite, "synthetic": _synthetic_suite, "minimalloc": _minimalloc_suite}
 
 
 def suite(name: str = "default", split: str | None = None) -> list[Scenario]:
@@ -102,12 +176,13 @@ def suite(name: str = "default", split: str | None = None) -> list[Scenario]:
 
 
 def names(suite_name: str = "default", split: str | None = None) -> list[str]:
+    """Scenario names of a suite (optionally one split)."""
     return [s.name for s in suite(suite_name, split)]
 
 
 def get(name: str) -> Scenario:
-    """A bundled scenario by name (``mlp-train-s0@1/8``), or a bundled workload by name (its
-    first scenario)."""
+    """A bundled scenario by name (``alexnet-train@1/8``, from any suite), or a bundled workload
+    by name (its first scenario)."""
     for suite_name in SUITES:
         for scenario in suite(suite_name):
             if name in (scenario.name, scenario.workload.name):
