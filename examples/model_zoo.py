@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -403,29 +401,9 @@ def compile_one(name: str) -> None:
 
 
 # ------------------------------------------------------------------------------ the parent
-def write_npz_reproducibly(workload, path: Path) -> None:
-    """Like :func:`mallocgym.workloads.save_npz`, but with fixed zip timestamps, so the same
-    workload always gives the same bytes."""
-    from mallocgym._files import atomic_write
-    from mallocgym.workloads.io import _NPZ_ARRAYS, FORMAT, VERSION
-
-    meta = {"format": FORMAT, "version": VERSION, "name": workload.name,
-            "buffer_names": list(workload.buffer_names), "op_names": list(workload.op_names),
-            "default_capacity": workload.default_capacity}
-    arrays = {"meta": np.array(json.dumps(meta))}
-    arrays.update({key: np.asarray(getattr(workload, key)) for key in _NPZ_ARRAYS})
-    with atomic_write(path, "wb") as handle:
-        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for key, array in arrays.items():
-                buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, np.require(array, requirements="C"), allow_pickle=False)
-                info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, buffer.getvalue(), compresslevel=9)
-
-
 def build(model: Model, out: Path, keep_dumps: Path | None) -> dict:
     """Compile ``model`` in a child process, import its dump, write ``NAME.npz``; its manifest row."""
+    from mallocgym.workloads import save_npz
     from mallocgym.workloads.xla import import_xla_dump
 
     with tempfile.TemporaryDirectory(prefix=f"zoo-{model.name}-") as tmp:
@@ -435,7 +413,7 @@ def build(model: Model, out: Path, keep_dumps: Path | None) -> dict:
         subprocess.run([sys.executable, __file__, "--compile", model.name], check=True, env=env)
         workload = import_xla_dump(dump, module="jit_main", name=model.name)
     path = out / f"{model.name}.npz"
-    write_npz_reproducibly(workload, path)
+    save_npz(workload, path)
     path.chmod(0o644)
     from mallocgym.workloads import load_npz
 

@@ -168,3 +168,22 @@ def test_bad_minimalloc_csv(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ValueError, match=r"bad\.12\.csv: " + message):
         mallocgym.load(path)
+
+
+def test_npz_is_reproducible_and_bad_meta_is_named(tmp_path):
+    import zipfile
+
+    w = _simple()
+    a, b = save(w, tmp_path / "a.npz"), save(w, tmp_path / "b.npz")
+    assert a.read_bytes() == b.read_bytes()
+    bad = tmp_path / "bad.npz"
+    with zipfile.ZipFile(a) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.namelist():
+            data = src.read(item)
+            if item == "meta.npy":
+                buf = __import__("io").BytesIO()
+                np.lib.format.write_array(buf, np.array("{not json"))
+                data = buf.getvalue()
+            dst.writestr(item, data)
+    with pytest.raises(ValueError, match=r"bad.npz: array 'meta' is not valid JSON"):
+        mallocgym.load(bad)

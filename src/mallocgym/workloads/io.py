@@ -8,9 +8,11 @@ temporary file and renames it, so a failed save leaves nothing half-written.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -170,14 +172,23 @@ _NPZ_ARRAYS = ("flops", "transcendentals", "size", "start", "end", "access_ptr",
 
 
 def save_npz(workload: Workload, path: str | os.PathLike) -> None:
+    """Compressed NumPy arrays plus a JSON ``meta`` entry; reproducible: the same workload always
+    gives the same bytes (fixed zip timestamps and order)."""
     meta = {
         "format": FORMAT, "version": VERSION, "name": workload.name,
         "buffer_names": list(workload.buffer_names), "op_names": list(workload.op_names),
         "default_capacity": workload.default_capacity,
     }
-    arrays = {key: getattr(workload, key) for key in _NPZ_ARRAYS}
+    arrays = {"meta": np.array(json.dumps(meta))}
+    arrays.update({key: getattr(workload, key) for key in _NPZ_ARRAYS})
     with atomic_write(path, "wb") as handle:
-        np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for key, array in arrays.items():
+                buffer = io.BytesIO()
+                np.lib.format.write_array(buffer, np.require(array, requirements="C"), allow_pickle=False)
+                info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, buffer.getvalue(), compresslevel=9)
 
 
 def load_npz(path: str | os.PathLike) -> Workload:
@@ -189,8 +200,12 @@ def load_npz(path: str | os.PathLike) -> Workload:
                 raise ValueError(f"{path}: missing array {missing[0]!r}")
             meta = json.loads(str(data["meta"]))
             arrays = {key: data[key] for key in _NPZ_ARRAYS}
-    except ValueError:
-        raise
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: array 'meta' is not valid JSON ({exc.msg})") from None
+    except ValueError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: not a readable mallocgym NPZ file ({exc})") from None
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, json errors ...
         raise ValueError(f"{path}: not a readable mallocgym NPZ file ({type(exc).__name__}: {exc})") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
