@@ -253,6 +253,16 @@ class MallocGameEnv(gym.Env):
         return self._compiled.static
 
     @property
+    def sim_state(self) -> sim.State:
+        """The live simulator state (read it, do not modify it; ``clone_state`` copies)."""
+        return self._state
+
+    @property
+    def step_index(self) -> int:
+        """How many buffers have been decided."""
+        return int(self._state.counters[sim.STEP])
+
+    @property
     def current_buffer(self) -> int:
         """The buffer to decide now (-1 when the episode is over)."""
         step = int(self._state.counters[sim.STEP])

@@ -71,10 +71,23 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
                   dict(solution.info))
 
 
+def _warm_up() -> None:
+    """Load the compiled simulator kernels once, so the first scenario's ``wall_s`` does not
+    include numba's cache loading."""
+    from .heuristics import xla_like
+    from .scenarios import Scenario
+    from .workloads import Workload
+    from .hardware import profile
+
+    w = Workload.from_buffers("warm-up", flops=[0.0, 1.0], size=[1, 1], start=[0, 0], end=[1, 1])
+    evaluate(w, xla_like(Scenario("warm-up", w, profile(fast_capacity=1))), profile(fast_capacity=1))
+
+
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
           progress: bool = True) -> list[Result]:
     """Every agent on every scenario, with a progress bar on stderr."""
     agents = [make_agent(a) if isinstance(a, str) else a for a in agents]
+    _warm_up()
     results = []
     with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
         for scenario in scenarios:

@@ -17,6 +17,11 @@ AGENTS: dict[str, str] = {
     "all-slow": "mallocgym.agents.base:heuristic_factory",
     "random": "mallocgym.agents.base:heuristic_factory",
     "xla": "mallocgym.agents.base:heuristic_factory",
+    "first-fit": "mallocgym.agents.base:heuristic_factory",
+    "best-fit": "mallocgym.agents.base:heuristic_factory",
+    "rollout": "mallocgym.agents.search:search_factory",
+    "beam": "mallocgym.agents.search:search_factory",
+    "mcts": "mallocgym.agents.search:search_factory",
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -10,7 +13,7 @@ import numpy as np
 from .. import heuristics
 from ..scenarios import Scenario
 
-__all__ = ["Agent", "Solution", "HeuristicAgent", "heuristic_factory"]
+__all__ = ["Agent", "Solution", "HeuristicAgent", "heuristic_factory", "parse_config"]
 
 
 @dataclass
@@ -51,3 +54,50 @@ def heuristic_factory(kind: str, arg: str | None) -> HeuristicAgent:
     if arg is not None:
         raise ValueError(f"agent {kind!r} takes no argument, got {kind}:{arg}")
     return HeuristicAgent(kind, heuristics.HEURISTICS[kind])
+
+
+def _convert(text: str, annotation, where: str):
+    """``text`` as a value of ``annotation`` (``int``, ``float``, ``bool``, ``str`` or ``X | None``)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+        typing.get_origin(annotation) is typing.Union else (annotation,)
+    if type(None) in options and text.lower() == "none":
+        return None
+    for kind in (bool, int, float, str):
+        if kind not in options:
+            continue
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes"):
+                return True
+            if text.lower() in ("0", "false", "no"):
+                return False
+            continue
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    raise ValueError(f"{where}: cannot read {text!r} as {annotation}")
+
+
+def parse_config(config_cls, arg: str | None, *, positional: str | None = None, where: str = "agent"):
+    """Build the frozen-dataclass ``config_cls`` from an agent argument.
+
+    ``arg`` is ``None`` (defaults), a bare value for the ``positional`` field (``mcts:64``), or
+    comma-separated ``key=value`` pairs naming config fields (``mcts:simulations=64,c_uct=1``).
+    Unknown keys and unreadable values raise ``ValueError``.
+    """
+    if arg is None or not arg.strip():
+        return config_cls()
+    hints = typing.get_type_hints(config_cls)
+    names = [f.name for f in dataclasses.fields(config_cls)]
+    values = {}
+    for part in arg.split(","):
+        key, eq, text = part.partition("=")
+        if not eq:
+            if positional is None or values:
+                raise ValueError(f"{where}: expected key=value pairs ({', '.join(names)}), got {part!r}")
+            key, text = positional, part
+        key, text = key.strip(), text.strip()
+        if key not in names:
+            raise ValueError(f"{where}: unknown setting {key!r}; known: {', '.join(names)}")
+        values[key] = _convert(text, hints[key], f"{where}: {key}")
+    return config_cls(**values)

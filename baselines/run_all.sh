@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Regenerate the leaderboard: every entry of this script, the memory-map picture, README.md.
+#
+#   bash baselines/run_all.sh                 # everything below (about 20 minutes on 2 cores)
+#   bash baselines/run_all.sh rollout mcts    # only the entries whose folder name matches
+#   OTHERS=1 bash baselines/run_all.sh        # also rerun other folders' command.txt (exact, ...)
+#
+# Each entry is baselines/<agent>/<suite>/ with command.txt (the exact command) and the
+# results.{md,csv,json} that `mallocgym bench --out` writes. Entries of other agents (the exact
+# solver, trained agents) live beside these with their own command.txt; make_readme.py picks up
+# every results.json, whichever script wrote it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=.venv/bin
+[ -x "$BIN/mallocgym" ] || BIN="$(dirname "$(command -v mallocgym)")"
+export PATH="$BIN:$PATH"
+
+# folder | agent spec | suites (default = the bundled suite's test split)
+ENTRIES=(
+  "all-slow|all-slow|default minimalloc"
+  "random|random|default minimalloc"
+  "first-fit|first-fit|default minimalloc"
+  "best-fit|best-fit|default minimalloc"
+  "xla|xla|default minimalloc"
+  "rollout|rollout|default minimalloc"
+  "beam|beam|default minimalloc"
+  "mcts|mcts|default minimalloc"
+  "rollout-nested|rollout:levels=2|minimalloc"
+)
+
+FILTER=("$@")
+matches() {  # matches NAME: true when no filter was given or one is part of NAME
+  [ ${#FILTER[@]} -eq 0 ] && return 0
+  local f
+  for f in "${FILTER[@]}"; do [[ "$1" == *"$f"* ]] && return 0; done
+  return 1
+}
+
+ours=()
+for row in "${ENTRIES[@]}"; do
+  IFS='|' read -r folder agent suites <<<"$row"
+  for s in $suites; do
+    if [ "$s" = default ]; then
+      out="baselines/$folder/default-test"
+      cmd=(mallocgym bench --suite default --split test --agents "$agent" --out "$out")
+    else
+      out="baselines/$folder/$s"
+      cmd=(mallocgym bench --suite "$s" --agents "$agent" --out "$out")
+    fi
+    ours+=("$out")
+    matches "$out" || continue
+    echo "== ${cmd[*]}" >&2
+    nice -n 10 "${cmd[@]}" >/dev/null
+    printf '%s\n' "${cmd[*]}" >"$out/command.txt"
+  done
+done
+
+if [ "${OTHERS:-0}" = 1 ]; then
+  while IFS= read -r file; do
+    dir="$(dirname "$file")"
+    case " ${ours[*]} " in *" $dir "*) continue ;; esac
+    matches "$dir" || continue
+    echo "== $dir: $(cat "$file")" >&2
+    while IFS= read -r line; do
+      [ -n "$line" ] && nice -n 10 bash -c "$line" >/dev/null
+    done <"$file"
+  done < <(find baselines -mindepth 2 -name command.txt | sort)
+fi
+
+if matches memory-map; then
+  echo "== mallocgym solve transformer-encoder-bwd@1/8 --agent rollout --png docs/img/memory-map.png" >&2
+  nice -n 10 mallocgym solve transformer-encoder-bwd@1/8 --agent rollout --png docs/img/memory-map.png
+fi
+
+"$BIN/python" baselines/make_readme.py
