@@ -22,6 +22,7 @@ AGENTS: dict[str, str] = {
     "rollout": "mallocgym.agents.search:search_factory",
     "beam": "mallocgym.agents.search:search_factory",
     "mcts": "mallocgym.agents.search:search_factory",
+    "exact": "mallocgym.agents.exact:exact_factory",
 }
 
 
