@@ -132,3 +132,16 @@ def test_overlapping_placed_finds_only_buffers_live_in_the_window():
     out = np.empty(n, np.int64)
     m = sim.overlapping_placed(st, state, 3, 4, out)
     assert sorted(out[:m].tolist()) == [1, 2]
+
+
+def test_first_fit_takes_the_lowest_free_offset():
+    # capacity 10, buffers 0 and 1 at [0,3) and [6,8): buffer 2 (size 2) fits in the gaps [3,6)
+    # and [8,10). First fit takes 3; best fit takes the exact-size gap at 8.
+    w = Workload.from_buffers("ff", flops=[0, 0], size=[3, 2, 2], start=[0, 0, 0], end=[1, 1, 1])
+    st, state = _state(w, Hardware(fast_capacity=10))
+    sim.place(st, state, 0, 0)
+    sim.place(st, state, 1, 6)
+    n = w.num_buffers
+    ids, lo, hi = np.empty(n, np.int64), np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    assert sim.first_fit_offset(st, state, 2, ids, lo, hi) == 3
+    assert _candidates(st, state, 2, 1)[0] == [8]   # best fit: the exact-size gap

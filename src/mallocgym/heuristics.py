@@ -58,47 +58,10 @@ ORDER = {"all-slow": "boundedness", "random": "boundedness", "first-fit": "start
 
 # ------------------------------------------------------------------------------ numba kernels
 @njit(cache=True)
-def _first_fit_offset(st, state, b, ids, gap_lo, gap_hi):
-    """The lowest aligned offset where ``b`` fits over its live range, or -1."""
-    size = st.size[b]
-    align = st.iparams[ALIGNMENT]
-    n = sim.free_gaps(st, state, st.start[b], st.end[b], ids, gap_lo, gap_hi)
-    for g in range(n):  # gaps come in address order
-        low = (gap_lo[g] + align - 1) // align * align
-        if low + size <= gap_hi[g]:
-            return low
-    return -1
-
-
-@njit(cache=True)
 def run_fit(st, state, fit, skip_no_benefit):
-    """Play the rest of the episode greedily and return the final program time.
-
-    Each buffer, in ``st.order`` from the current step, goes to its best-fit candidate
-    (``fit == FIT_BEST``, MallocGame's candidate 0) or to the lowest free aligned offset
-    (``FIT_FIRST``), or stays slow when nothing fits. ``skip_no_benefit`` leaves slow the
-    buffers whose placement would save no time now.
-    """
-    n = st.size.shape[0]
-    ids = np.empty(n, dtype=np.int64)
-    gap_lo = np.empty(n + 1, dtype=np.int64)
-    gap_hi = np.empty(n + 1, dtype=np.int64)
-    cand_off = np.empty(1, dtype=np.int64)
-    cand_lo = np.empty(1, dtype=np.int64)
-    cand_hi = np.empty(1, dtype=np.int64)
-    for i in range(state.counters[STEP], n):
-        b = st.order[i]
-        state.counters[STEP] = i + 1
-        if skip_no_benefit and sim.marginal_benefit(st, state, b) <= 0.0:
-            continue
-        if fit == FIT_FIRST:
-            off = _first_fit_offset(st, state, b, ids, gap_lo, gap_hi)
-        else:
-            count, _, _ = sim.find_candidates(st, state, b, 1, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi)
-            off = cand_off[0] if count > 0 else -1
-        if off >= 0:
-            sim.place(st, state, b, off)
-    return state.totals[sim.TIME]
+    """Play the rest of the episode greedily (``sim.run_greedy``): each buffer to its best-fit
+    candidate (``FIT_BEST``) or the lowest free aligned offset (``FIT_FIRST``); return the time."""
+    return sim.run_greedy(st, state, skip_no_benefit, fit == FIT_FIRST)
 
 
 @njit(cache=True)
