@@ -136,7 +136,7 @@ def test_invalid_action_modes(trap):
     term = MallocGameEnv(w, hw, invalid_action="terminate")
     term.reset(seed=0)
     obs, reward, terminated, _, info = term.step(3)
-    assert terminated and info["invalid_action"] and info["offsets"].tolist() == [-1, -1, -1]
+    assert terminated and info["invalid_action"] and info["offsets"] == [-1, -1, -1]
     assert info["speedup"] == 1.0
 
     strict = MallocGameEnv(w, hw, invalid_action="raise")
@@ -262,3 +262,19 @@ def test_docstring_is_the_spec():
     from mallocgym.features import BUFFER_FEATURES, CANDIDATE_FEATURES
 
     assert all(name in doc for name in BUFFER_FEATURES + CANDIDATE_FEATURES)
+
+
+def test_sync_vector_env_batches_episodes_of_different_sizes():
+    """Games of different sizes finishing on the same step: their offsets must still batch."""
+    from mallocgym.scenarios import suite
+
+    small, large = suite("synthetic")[0], suite("default", "test")[0]
+    assert small.workload.num_buffers != large.workload.num_buffers
+    make = [lambda s=s: MallocGameEnv(s, invalid_action="terminate") for s in (small, large)]
+    envs = gym.vector.SyncVectorEnv(make)
+    obs, _ = envs.reset(seed=0)
+    k = envs.single_action_space.n - 1
+    assert not obs["action_mask"][:, k - 1].any()  # a masked action in both games: both end now
+    _, _, terminated, _, info = envs.step(np.full(2, k - 1))
+    assert terminated.all()
+    assert [len(o) for o in info["offsets"]] == [small.workload.num_buffers, large.workload.num_buffers]

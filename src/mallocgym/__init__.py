@@ -22,4 +22,5 @@ __all__ = ["Workload", "Hardware", "PROFILES", "profile", "load", "save", "evalu
 ENV_ID = "MallocGame-v0"
 
 if ENV_ID not in registry:
-    register(id=ENV_ID, entry_point="mallocgym.env:MallocGameEnv")
+    register(id=ENV_ID, entry_point="mallocgym.env:MallocGameEnv",
+             vector_entry_point="mallocgym.vector:MallocGameVectorEnv")

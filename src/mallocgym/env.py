@@ -104,8 +104,9 @@ class MallocGameEnv(gym.Env):
     Every step: ``action_mask``, ``time`` and ``time_all_slow`` (seconds), ``speedup``,
     ``placed_bytes_fraction``, ``invalid_action`` (bool: the action was masked), ``buffer`` (id
     of the buffer to decide next, -1 at the end), ``step`` (buffers decided). At the end also
-    ``offsets``: ``int64[N]`` in the workload's buffer order, -1 = slow memory; it passes
-    ``mallocgym.evaluate``.
+    ``offsets``: a list of ``N`` ints in the workload's buffer order, -1 = slow memory; it passes
+    ``mallocgym.evaluate`` (a list, not an array, so that vector envs can batch episodes of
+    different sizes).
 
     ## Arguments
 
@@ -317,7 +318,7 @@ class MallocGameEnv(gym.Env):
         self._done = terminated
         info = self._info(invalid)
         if terminated:
-            info["offsets"] = self._state.offsets.copy()
+            info["offsets"] = self._state.offsets.tolist()
         return self._observation(), float(reward), terminated, False, info
 
     def _check_action(self, action) -> int:

@@ -258,4 +258,4 @@ def play(env, pol: Policy, *, seed: int | None = None) -> np.ndarray:
     while True:
         _, _, terminated, truncated, info = env.step(pol(env))
         if terminated or truncated:
-            return info["offsets"]
+            return np.asarray(info["offsets"], dtype=np.int64)

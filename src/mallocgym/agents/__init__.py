@@ -23,6 +23,9 @@ AGENTS: dict[str, str] = {
     "beam": "mallocgym.agents.search:search_factory",
     "mcts": "mallocgym.agents.search:search_factory",
     "exact": "mallocgym.agents.exact:exact_factory",
+    "maskable_ppo": "mallocgym.agents.sb3.agent:sb3_factory",
+    "ppo": "mallocgym.agents.sb3.agent:sb3_factory",
+    "dqn": "mallocgym.agents.sb3.agent:sb3_factory",
 }
 
 

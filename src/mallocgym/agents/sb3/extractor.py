@@ -1,0 +1,225 @@
+"""A set encoder for MallocGame's Dict observation, and SB3 policies that score each candidate.
+
+The candidate rows of an observation are a set whose order is fixed by the env (best fit
+first), and action ``i`` means "place at candidate row ``i``". Flattening them into one vector
+makes a network learn the same thing K times, once per position. Here one small MLP encodes
+every row the same way, and the policy scores every row with one shared scorer, so the score of
+row ``i`` *is* the logit (or Q-value) of action ``i``.
+
+How the per-candidate scores reach the action logits, inside SB3's policy structure
+(``features_extractor -> mlp_extractor -> action_net``)::
+
+    CandidateSetExtractor            obs -> [context c (H) | pooled p (H) | rows h_1..h_K (K*H)]
+      c   = MLP(buffer, progress, next, avgpool(memory image))
+      h_i = MLP(candidate_i, c)                (shared weights: one encoder for every row)
+      p   = mean of h_i over present candidates
+    CandidateHeads (mlp_extractor)
+      actor:  rows r_i = MLP(h_i) for i < K, and r_K = MLP(MLP_skip(c, p)) for skip
+              latent_pi = [r_0 .. r_K] flattened ((K+1)*H)
+      critic: latent_vf = MLP(c, p)            (value from the permutation-invariant summary)
+    RowScorer (action_net)           logit_i = w . r_i + b, one shared linear map per row
+
+Permuting the candidate rows permutes ``h``, leaves ``c`` and ``p`` unchanged, and so permutes
+the first ``K`` logits the same way while the skip logit stays put (tested).
+
+Policies: :class:`MaskableCandidatePolicy` (sb3-contrib MaskablePPO), :class:`CandidatePolicy`
+(PPO), :class:`CandidateDQNPolicy` (DQN, whose ``q_net`` is ``CandidateActor`` then
+``RowScorer``, so each candidate's Q-value comes out of its own row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
+from stable_baselines3.common.policies import MultiInputActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.dqn.policies import MultiInputPolicy as DQNMultiInputPolicy
+from stable_baselines3.dqn.policies import QNetwork
+from torch import nn
+
+from ...features import CANDIDATE_FEATURES
+
+__all__ = ["CandidateSetExtractor", "CandidateHeads", "CandidateActor", "RowScorer", "CandidatePolicy",
+           "MaskableCandidatePolicy", "CandidateDQNPolicy", "CandidateQNetwork", "action_scores"]
+
+_CONTEXT_KEYS = ("buffer", "progress", "next")
+
+
+def _mlp(n_in: int, hidden: int, layers: int = 2) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    for i in range(layers):
+        mods += [nn.Linear(n_in if i == 0 else hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*mods)
+
+
+class CandidateSetExtractor(BaseFeaturesExtractor):
+    """Features ``[context (H) | pooled rows (H) | row 1 .. row K (K*H)]`` of a MallocGame
+    observation (``features_dim = (K + 2) * H``).
+
+    Args:
+      observation_space: MallocGame-v0's ``Dict`` (flat entries; ``K`` is read from it).
+      hidden: ``H``, the embedding width.
+      memory_bins: ``(A, B)`` of the env (the flat ``memory`` entry is ``2 * A * B`` long).
+      memory_pool: the image is average-pooled to ``memory_pool x memory_pool`` per channel.
+    """
+
+    def __init__(self, observation_space: spaces.Dict, hidden: int = 64, memory_bins=(32, 32),
+                 memory_pool: int = 8):
+        n_feat = len(CANDIDATE_FEATURES)
+        try:
+            k = observation_space["action_mask"].shape[0] - 1
+            n_cand = observation_space["candidates"].shape[0]
+            n_mem = observation_space["memory"].shape[0]
+            n_context = sum(observation_space[key].shape[0] for key in _CONTEXT_KEYS)
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"CandidateSetExtractor needs MallocGame-v0's Dict observation ({exc})") from None
+        a_bins, t_bins = (int(x) for x in memory_bins)
+        if n_cand != k * n_feat:
+            raise ValueError(f"obs['candidates'] has {n_cand} entries, expected K * {n_feat} = {k * n_feat}")
+        if n_mem != 2 * a_bins * t_bins:
+            raise ValueError(f"obs['memory'] has {n_mem} entries, expected 2 * {a_bins} * {t_bins} "
+                             f"(pass the env's memory_bins)")
+        super().__init__(observation_space, features_dim=(k + 2) * hidden)
+        self.k, self.hidden, self.n_feat = k, int(hidden), n_feat
+        self.image_shape = (2, a_bins, t_bins)
+        self.pool = nn.AdaptiveAvgPool2d(int(memory_pool))
+        self.context = _mlp(n_context + 2 * int(memory_pool) ** 2, self.hidden)
+        self.candidate = _mlp(n_feat + self.hidden, self.hidden)
+
+    def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
+        batch = obs["buffer"].shape[0]
+        image = self.pool(obs["memory"].reshape(batch, *self.image_shape)).flatten(1)
+        context = self.context(th.cat([obs[key] for key in _CONTEXT_KEYS] + [image], dim=1))
+        rows = obs["candidates"].reshape(batch, self.k, self.n_feat)
+        h = self.candidate(th.cat([rows, context.unsqueeze(1).expand(batch, self.k, self.hidden)], dim=2))
+        present = rows[:, :, :1]  # feature 0: 1 for a real candidate, 0 for padding
+        pooled = (h * present).sum(dim=1) / present.sum(dim=1).clamp(min=1.0)
+        return th.cat([context, pooled, h.flatten(1)], dim=1)
+
+
+def _split(features: th.Tensor, k: int, hidden: int) -> tuple[th.Tensor, th.Tensor]:
+    """``(summary [B, 2H] = context | pooled, rows [B, K, H])`` of the extractor's output."""
+    return features[:, : 2 * hidden], features[:, 2 * hidden:].reshape(features.shape[0], k, hidden)
+
+
+class CandidateActor(nn.Module):
+    """``features -> [B, (K+1)*H]``: one embedding per candidate row plus one for skip."""
+
+    def __init__(self, k: int, hidden: int):
+        super().__init__()
+        self.k, self.hidden = k, hidden
+        self.skip = _mlp(2 * hidden, hidden, layers=1)
+        self.row = _mlp(hidden, hidden, layers=1)
+
+    def forward(self, features: th.Tensor) -> th.Tensor:
+        summary, rows = _split(features, self.k, self.hidden)
+        rows = th.cat([rows, self.skip(summary).unsqueeze(1)], dim=1)
+        return self.row(rows).flatten(1)
+
+
+class CandidateHeads(nn.Module):
+    """The ``mlp_extractor`` of the actor-critic policies: ``forward_actor`` is
+    :class:`CandidateActor`; ``forward_critic`` reads only the permutation-invariant summary."""
+
+    def __init__(self, k: int, hidden: int):
+        super().__init__()
+        self.actor = CandidateActor(k, hidden)
+        self.critic = _mlp(2 * hidden, hidden)
+        self.k, self.hidden = k, hidden
+        self.latent_dim_pi = (k + 1) * hidden
+        self.latent_dim_vf = hidden
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(features), self.forward_critic(features)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        return self.actor(features)
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        return self.critic(features[:, : 2 * self.hidden])
+
+
+class RowScorer(nn.Module):
+    """The action net: ``[B, (K+1)*H] -> [B, K+1]``, the same linear score for every row."""
+
+    def __init__(self, hidden: int, gain: float = 0.01):
+        super().__init__()
+        self.hidden = hidden
+        self.score = nn.Linear(hidden, 1)
+        nn.init.orthogonal_(self.score.weight, gain=gain)
+        nn.init.zeros_(self.score.bias)
+
+    def forward(self, latent: th.Tensor) -> th.Tensor:
+        return self.score(latent.reshape(latent.shape[0], -1, self.hidden)).squeeze(-1)
+
+
+def _require_set(extractor) -> CandidateSetExtractor:
+    if not isinstance(extractor, CandidateSetExtractor):
+        raise ValueError(f"the candidate policies need features_extractor_class=CandidateSetExtractor, "
+                         f"got {type(extractor).__name__}")
+    return extractor
+
+
+class _CandidateActorCritic:
+    """Mixin for SB3 actor-critic policies: :class:`CandidateHeads` as ``mlp_extractor`` and
+    :class:`RowScorer` as ``action_net`` (``net_arch`` is not used)."""
+
+    def _build_mlp_extractor(self) -> None:
+        fe = _require_set(self.features_extractor)
+        self.mlp_extractor = CandidateHeads(fe.k, fe.hidden)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        # SB3 built a Linear(latent_dim_pi, K+1) action net; swap in the row scorer and rebuild
+        # the optimizer so that it holds the scorer's parameters instead.
+        self.action_net = RowScorer(self.features_extractor.hidden)
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+
+class CandidatePolicy(_CandidateActorCritic, MultiInputActorCriticPolicy):
+    """PPO policy with per-candidate logits (see the module docstring)."""
+
+    def __init__(self, *args, features_extractor_class=CandidateSetExtractor, **kwargs):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+
+class MaskableCandidatePolicy(_CandidateActorCritic, MaskableMultiInputActorCriticPolicy):
+    """MaskablePPO policy with per-candidate logits (see the module docstring)."""
+
+    def __init__(self, *args, features_extractor_class=CandidateSetExtractor, **kwargs):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+
+class CandidateQNetwork(QNetwork):
+    """DQN's Q-network with one Q-value per candidate row (plus skip)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        fe = _require_set(self.features_extractor)
+        self.q_net = nn.Sequential(CandidateActor(fe.k, fe.hidden), RowScorer(fe.hidden, gain=1.0))
+
+
+class CandidateDQNPolicy(DQNMultiInputPolicy):
+    """DQN policy whose online and target networks are :class:`CandidateQNetwork`."""
+
+    def __init__(self, *args, features_extractor_class=CandidateSetExtractor, **kwargs):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+    def make_q_net(self) -> CandidateQNetwork:
+        net_args = self._update_features_extractor(self.net_args, features_extractor=None)
+        return CandidateQNetwork(**net_args).to(self.device)
+
+
+def action_scores(policy, obs: dict[str, np.ndarray]) -> np.ndarray:
+    """The unmasked logits (actor-critic policies) or Q-values (DQN) of a batch of
+    observations, ``float[B, K + 1]``."""
+    tensor, _ = policy.obs_to_tensor(obs)
+    with th.no_grad():
+        if hasattr(policy, "q_net"):
+            return policy.q_net(tensor).cpu().numpy()
+        features = policy.extract_features(tensor)
+        if isinstance(features, tuple):
+            features = features[0]
+        return policy.action_net(policy.mlp_extractor.forward_actor(features)).cpu().numpy()
