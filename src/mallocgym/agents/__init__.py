@@ -26,6 +26,8 @@ AGENTS: dict[str, str] = {
     "maskable_ppo": "mallocgym.agents.sb3.agent:sb3_factory",
     "ppo": "mallocgym.agents.sb3.agent:sb3_factory",
     "dqn": "mallocgym.agents.sb3.agent:sb3_factory",
+    "muzero": "mallocgym.agents.muzero.agent:muzero_factory",
+    "muzero-sim": "mallocgym.agents.muzero.agent:muzero_factory",
 }
 
 

@@ -1,0 +1,329 @@
+"""mallocMuZero's configuration: frozen dataclasses, validated on construction.
+
+``MuZeroConfig`` groups five parts (env, network, search, simulator, train). Every field has a
+documented default; ``MuZeroConfig.from_dict`` rejects unknown names and ``with_overrides``
+takes dotted ``"search.num_simulations=8"`` strings (the ``--set`` option of the trainer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "TrainConfig", "MuZeroConfig"]
+
+SEARCH_ALGORITHMS = ("gumbel", "puct")
+REWARD_MODES = ("dense", "self_competition")
+ORDERS = ("boundedness", "start", "size")
+
+
+def _typed(obj, owner: str) -> None:
+    """Check (and coerce ints to floats for) every field against its annotation."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        kind = f.type
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok:
+                object.__setattr__(obj, f.name, float(value))
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:
+            continue
+        if not ok:
+            raise ValueError(f"{owner}.{f.name} must be {kind}, got {value!r}")
+
+
+def _positive(owner: str, **values) -> None:
+    for name, value in values.items():
+        if not value > 0:
+            raise ValueError(f"{owner}.{name} must be > 0, got {value!r}")
+
+
+def _unit(owner: str, **values) -> None:
+    for name, value in values.items():
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{owner}.{name} must be in [0, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """How the agent sees MallocGame (the env is made with these arguments).
+
+    Attributes:
+      n_candidates: ``K``, candidate offsets per decision (actions ``K + 1`` with skip).
+      n_next: ``L``, upcoming buffers in the observation.
+      memory_bins: ``(A, B)`` address x time bins of the occupancy image.
+      order: the buffer decision order (MallocGame's ``order``).
+    """
+
+    n_candidates: int = 16
+    n_next: int = 8
+    memory_bins: tuple[int, int] = (16, 16)
+    order: str = "boundedness"
+
+    def __post_init__(self) -> None:
+        _typed(self, "env")
+        object.__setattr__(self, "memory_bins", tuple(int(b) for b in self.memory_bins))
+        _positive("env", n_candidates=self.n_candidates, n_next=self.n_next)
+        if len(self.memory_bins) != 2 or min(self.memory_bins) < 1:
+            raise ValueError(f"env.memory_bins must be two integers >= 1, got {self.memory_bins!r}")
+        if self.order not in ORDERS:
+            raise ValueError(f"env.order must be one of {ORDERS}, got {self.order!r}")
+
+    def make_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``gym.make("MallocGame-v0", ...)``."""
+        return {"n_candidates": self.n_candidates, "n_next": self.n_next,
+                "memory_bins": self.memory_bins, "order": self.order}
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Network sizes and value units.
+
+    Attributes:
+      hidden: width of the latent state and of the MLPs.
+      candidate_hidden: width of each candidate's embedding (pointer keys and action embeddings).
+      memory_hidden: width of the occupancy-image encoder's output.
+      value_support: value distribution over ``[-S, S]`` in h-space (``S = 10`` covers values up
+        to 130 in magnitude).
+      reward_support: the same for the per-step reward.
+      reward_scale: values and rewards the network sees are MallocGame's normalised reward
+        times this (100: a return is in percent of the all-slow time).
+    """
+
+    hidden: int = 128
+    candidate_hidden: int = 64
+    memory_hidden: int = 64
+    value_support: int = 10
+    reward_support: int = 10
+    reward_scale: float = 100.0
+
+    def __post_init__(self) -> None:
+        _typed(self, "network")
+        _positive("network", hidden=self.hidden, candidate_hidden=self.candidate_hidden,
+                  memory_hidden=self.memory_hidden, value_support=self.value_support,
+                  reward_support=self.reward_support, reward_scale=self.reward_scale)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """MCTS over the learned model.
+
+    Attributes:
+      algorithm: ``"gumbel"`` (Gumbel MuZero: sequential halving at the root, deterministic
+        selection inside; Danihelka et al. 2022) or ``"puct"`` (MuZero's pUCT with Dirichlet
+        noise at the root).
+      num_simulations: simulations per move in self-play.
+      eval_simulations: simulations per move when the trained agent plays (no noise).
+      max_considered: Gumbel: root actions sampled without replacement (``m``).
+      gumbel_scale: Gumbel: scale of the root Gumbel noise in self-play (0 = none).
+      c_visit, c_scale: Gumbel: ``sigma(q) = (c_visit + max_b N(b)) * c_scale * q``.
+      min_q_span: min-max normalisation of Q-values (both algorithms) divides by
+        ``max(max - min, min_q_span)`` (value units): differences smaller than this span count
+        proportionally less instead of being stretched to ``[0, 1]`` (0: plain min-max).
+      pb_c_init, pb_c_base: pUCT exploration constants.
+      dirichlet_alpha, exploration_fraction: pUCT root noise in self-play.
+      temperature: pUCT: self-play moves are sampled from ``visits ** (1 / temperature)``.
+      discount: per-step discount (1: MallocGame is episodic, its return is the speedup measure).
+      prune_no_benefit: leave in slow memory, without search, a buffer whose placement would
+        save nothing now (``obs["buffer"][5] == 0``): under the roofline model its benefit can
+        only shrink as more is placed, so placing it only takes space (XLA's rule).
+    """
+
+    algorithm: str = "gumbel"
+    num_simulations: int = 16
+    eval_simulations: int = 32
+    max_considered: int = 8
+    gumbel_scale: float = 1.0
+    c_visit: float = 50.0
+    c_scale: float = 0.1
+    min_q_span: float = 0.0
+    pb_c_init: float = 1.25
+    pb_c_base: float = 19652.0
+    dirichlet_alpha: float = 0.3
+    exploration_fraction: float = 0.25
+    temperature: float = 1.0
+    discount: float = 1.0
+    prune_no_benefit: bool = True
+
+    def __post_init__(self) -> None:
+        _typed(self, "search")
+        if self.algorithm not in SEARCH_ALGORITHMS:
+            raise ValueError(f"search.algorithm must be one of {SEARCH_ALGORITHMS}, got {self.algorithm!r}")
+        _positive("search", num_simulations=self.num_simulations, eval_simulations=self.eval_simulations,
+                  max_considered=self.max_considered, c_visit=self.c_visit, c_scale=self.c_scale,
+                  pb_c_init=self.pb_c_init, pb_c_base=self.pb_c_base,
+                  dirichlet_alpha=self.dirichlet_alpha, temperature=self.temperature)
+        if self.gumbel_scale < 0 or self.min_q_span < 0:
+            raise ValueError(f"search.gumbel_scale and search.min_q_span must be >= 0, got "
+                             f"{self.gumbel_scale!r} and {self.min_q_span!r}")
+        _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """The simulator mode (``muzero-sim``): AlphaZero-style search on the exact simulator.
+
+    Attributes:
+      num_simulations: simulations per move.
+      value_mix: a leaf's value is ``(1 - value_mix) * network value + value_mix * return of
+        finishing the episode with XLA-like`` (0: the network alone; 1: greedy rollouts alone).
+      keep_xla: return XLA-like's mapping when it is better than the searched one, so the mode
+        is never worse than XLA-like (reported in the solution's info).
+    """
+
+    num_simulations: int = 32
+    value_mix: float = 0.5
+    keep_xla: bool = True
+
+    def __post_init__(self) -> None:
+        _typed(self, "simulator")
+        _positive("simulator", num_simulations=self.num_simulations)
+        _unit("simulator", value_mix=self.value_mix)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Self-play, replay and optimisation.
+
+    Attributes:
+      num_actors: games played at once (one batched search per move for all of them); each
+        has its own ``numpy.random.Generator``.
+      generator_fraction: share of episodes drawn from the synthetic generator (the rest
+        from the training scenarios); ignored when training on named scenarios only.
+      generator_preset: the generator's preset.
+      replay_capacity: positions kept in the replay buffer.
+      min_replay: positions collected before learning starts.
+      batch_size: positions per gradient step.
+      unroll_steps: ``K``, dynamics steps unrolled per sample.
+      td_steps: ``n`` of the n-step value target.
+      replay_ratio: positions trained on per position generated (sets the update rate).
+      lr, weight_decay, grad_clip: AdamW and gradient-norm clipping.
+      value_loss_weight: weight of the value loss (0.25 as in MuZero Reanalyze).
+      consistency_weight: weight of a self-supervised loss pulling the unrolled latent and
+        candidate embeddings toward the encoding of the real next observation (EfficientZero).
+      priority_alpha, priority_beta: prioritised replay exponents.
+      reanalyse_fraction: share of each batch whose policy targets are recomputed by a fresh
+        search with the current network (MuZero Reanalyze); values always bootstrap from the
+        current network when > 0.
+      reward_mode: ``"dense"`` (MallocGame's reward) or ``"self_competition"`` (0 per step and,
+        at the end, ``tanh((R - baseline) / self_competition_temperature)`` where the baseline is
+        the agent's running mean return on that scenario, or XLA-like's return on a scenario
+        never seen before; as DeepMind's MuZero rate control for VP9).
+      self_competition_ema: weight of the past in the running mean.
+      self_competition_temperature: return difference (normalised units) that earns ~0.76.
+      checkpoint_every_s: seconds between checkpoints (one is also written at the end).
+      log_every_s: seconds between JSON-lines log records.
+    """
+
+    num_actors: int = 16
+    generator_fraction: float = 0.5
+    generator_preset: str = "small"
+    replay_capacity: int = 100_000
+    min_replay: int = 1_000
+    batch_size: int = 128
+    unroll_steps: int = 5
+    td_steps: int = 10
+    replay_ratio: float = 4.0
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    grad_clip: float = 5.0
+    value_loss_weight: float = 0.25
+    consistency_weight: float = 0.5
+    priority_alpha: float = 0.6
+    priority_beta: float = 0.4
+    reanalyse_fraction: float = 0.0
+    reward_mode: str = "dense"
+    self_competition_ema: float = 0.9
+    self_competition_temperature: float = 0.01
+    checkpoint_every_s: float = 120.0
+    log_every_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        _typed(self, "train")
+        _positive("train", num_actors=self.num_actors, replay_capacity=self.replay_capacity,
+                  batch_size=self.batch_size, unroll_steps=self.unroll_steps, td_steps=self.td_steps,
+                  replay_ratio=self.replay_ratio, lr=self.lr, grad_clip=self.grad_clip,
+                  self_competition_temperature=self.self_competition_temperature,
+                  checkpoint_every_s=self.checkpoint_every_s, log_every_s=self.log_every_s)
+        _unit("train", generator_fraction=self.generator_fraction, priority_alpha=self.priority_alpha,
+              priority_beta=self.priority_beta, reanalyse_fraction=self.reanalyse_fraction,
+              self_competition_ema=self.self_competition_ema)
+        if self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0 or self.consistency_weight < 0:
+            raise ValueError("train.min_replay, weight_decay, value_loss_weight and consistency_weight must be >= 0")
+        if self.reward_mode not in REWARD_MODES:
+            raise ValueError(f"train.reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
+        if self.min_replay > self.replay_capacity:
+            raise ValueError(f"train.min_replay ({self.min_replay}) exceeds train.replay_capacity "
+                             f"({self.replay_capacity})")
+
+
+_PARTS = {"env": EnvConfig, "network": NetworkConfig, "search": SearchConfig,
+          "simulator": SimulatorConfig, "train": TrainConfig}
+
+
+@dataclass(frozen=True)
+class MuZeroConfig:
+    """Everything that defines a mallocMuZero run (saved in every checkpoint)."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        for name, cls in _PARTS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"config.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""
+        return {name: dataclasses.asdict(getattr(self, name)) for name in _PARTS}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as indented JSON."""
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MuZeroConfig":
+        """Build from :meth:`to_dict`'s shape; unknown parts or fields raise ``ValueError``."""
+        if not isinstance(data, dict):
+            raise ValueError(f"config must be a dict of parts, got {type(data).__name__}")
+        unknown = set(data) - set(_PARTS)
+        if unknown:
+            raise ValueError(f"unknown config part(s) {sorted(unknown)}; known: {list(_PARTS)}")
+        parts = {}
+        for name, part_cls in _PARTS.items():
+            values = dict(data.get(name, {}))
+            names = {f.name for f in dataclasses.fields(part_cls)}
+            bad = set(values) - names
+            if bad:
+                raise ValueError(f"unknown config field(s) {sorted(f'{name}.{b}' for b in bad)}")
+            parts[name] = part_cls(**values)
+        return cls(**parts)
+
+    def with_overrides(self, assignments: list[str] | tuple[str, ...]) -> "MuZeroConfig":
+        """A copy with ``"part.field=value"`` assignments applied (values parsed as JSON, else
+        taken as strings), e.g. ``["search.num_simulations=8", "train.reward_mode=dense"]``."""
+        data = self.to_dict()
+        for text in assignments:
+            key, sep, raw = text.partition("=")
+            part, dot, name = key.strip().partition(".")
+            if not sep or not dot:
+                raise ValueError(f"config override {text!r} must look like part.field=value")
+            if part not in data or name not in data[part]:
+                raise ValueError(f"config override {text!r}: unknown field {key.strip()!r}")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            data[part][name] = value
+        return MuZeroConfig.from_dict(data)

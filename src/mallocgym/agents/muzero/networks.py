@@ -1,0 +1,190 @@
+"""mallocMuZero's networks: representation, dynamics and prediction (PyTorch, CPU).
+
+A model state is a pair ``(latent [B, H], cands [B, K, C])``: a latent vector and one embedding
+per candidate slot. At the root the candidate embeddings come from a shared per-candidate
+encoder applied to the observation's candidate rows (so slot ``i`` is action ``i``); after a
+dynamics step they are decoded from the new latent, since the real candidates of a hypothetical
+future are unknown.
+
+- representation ``obs -> (latent, cands)``;
+- prediction ``(latent, cands) -> (policy logits [B, K + 1], value logits [B, 2 Sv + 1])``: the
+  policy is pointer-style, one shared head scoring each candidate embedding against the latent,
+  plus a skip logit from the latent;
+- dynamics ``(latent, cands, action) -> (latent', cands', reward logits [B, 2 Sr + 1])``: the
+  action is embedded as the chosen candidate's embedding, or a learned skip embedding.
+
+Values and rewards are categorical over h-scaled supports (:mod:`.transforms`), in units of
+``reward_scale`` x MallocGame's normalised reward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .config import NetworkConfig
+from .transforms import Support
+
+__all__ = ["ObsSpec", "MuZeroNet", "NetOutput", "obs_to_tensors", "stack_obs", "OBS_KEYS"]
+
+OBS_KEYS = ("buffer", "candidates", "next", "memory", "progress", "action_mask")
+
+
+@dataclass(frozen=True)
+class ObsSpec:
+    """Shapes of MallocGame's observation, as the network reads it.
+
+    Attributes:
+      k: candidate slots ``K`` (actions ``K + 1``).
+      candidate_dim: features per candidate row.
+      buffer_dim: features of the buffer being decided.
+      n_next, next_dim: upcoming-buffer rows and their features.
+      memory_dim: size of the flattened occupancy image.
+      progress_dim: progress scalars.
+    """
+
+    k: int
+    candidate_dim: int
+    buffer_dim: int
+    n_next: int
+    next_dim: int
+    memory_dim: int
+    progress_dim: int
+
+    @classmethod
+    def from_env(cls, env) -> "ObsSpec":
+        """Read the shapes off a MallocGame env (wrapped or not)."""
+        u = env.unwrapped
+        space = u.observation_space
+        k = int(u.action_space.n) - 1
+        n_next = int(u.n_next)
+        return cls(k=k, candidate_dim=int(np.prod(space["candidates"].shape)) // k,
+                   buffer_dim=int(np.prod(space["buffer"].shape)), n_next=n_next,
+                   next_dim=int(np.prod(space["next"].shape)) // n_next,
+                   memory_dim=int(np.prod(space["memory"].shape)),
+                   progress_dim=int(np.prod(space["progress"].shape)))
+
+    def to_dict(self) -> dict:
+        """Plain fields (stored in checkpoints)."""
+        return asdict(self)
+
+    @property
+    def num_actions(self) -> int:
+        """``K + 1`` (the candidates and skip)."""
+        return self.k + 1
+
+
+def stack_obs(observations: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """A batch ``{key: [B, ...]}`` from a list of observations."""
+    return {key: np.stack([o[key] for o in observations]) for key in OBS_KEYS}
+
+
+def obs_to_tensors(obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Float32 tensors of a batched observation (any float or int dtype in)."""
+    return {key: torch.as_tensor(np.asarray(obs[key]), dtype=torch.float32) for key in OBS_KEYS}
+
+
+class NetOutput(NamedTuple):
+    """One network call's results (``reward_logits`` is None for the initial inference)."""
+
+    latent: torch.Tensor          # [B, H]
+    cands: torch.Tensor           # [B, K, C]
+    policy_logits: torch.Tensor   # [B, K + 1]
+    value_logits: torch.Tensor    # [B, 2 Sv + 1]
+    reward_logits: torch.Tensor | None = None  # [B, 2 Sr + 1]
+
+
+def _mlp(sizes: list[int], *, last_activation: bool = False) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2 or last_activation:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """Identity forward; multiplies the gradient by ``scale`` (MuZero's 0.5 at each unroll)."""
+    return x * scale + x.detach() * (1.0 - scale)
+
+
+class MuZeroNet(nn.Module):
+    """Representation, dynamics and prediction networks for MallocGame (see module docstring)."""
+
+    def __init__(self, spec: ObsSpec, config: NetworkConfig):
+        super().__init__()
+        self.spec = spec
+        self.config = config
+        h, c = config.hidden, config.candidate_hidden
+        k = spec.k
+        self.value_support = Support(config.value_support)
+        self.reward_support = Support(config.reward_support)
+        # representation
+        self.memory_encoder = _mlp([spec.memory_dim, config.memory_hidden], last_activation=True)
+        self.candidate_encoder = _mlp([spec.candidate_dim + spec.buffer_dim, c, c])
+        trunk_in = spec.buffer_dim + spec.progress_dim + spec.n_next * spec.next_dim + config.memory_hidden + 2 * c
+        self.trunk = _mlp([trunk_in, h, h])
+        self.norm = nn.LayerNorm(h)
+        # prediction
+        self.pointer = _mlp([h + c, h // 2, 1])
+        self.skip_head = _mlp([h, h // 2, 1])
+        self.value_head = _mlp([h, h, self.value_support.n])
+        # dynamics
+        self.skip_embedding = nn.Parameter(torch.zeros(c))
+        self.transition = _mlp([h + c, h, h])
+        self.dyn_norm = nn.LayerNorm(h)
+        self.reward_head = _mlp([h + c, h // 2, self.reward_support.n])
+        self.decoder = _mlp([h, h, k * c])
+        nn.init.normal_(self.skip_embedding, std=0.1)
+
+    # ---------------------------------------------------------------- the three functions
+    def represent(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(latent [B, H], cands [B, K, C])`` of a batched observation."""
+        spec = self.spec
+        b = obs["buffer"].shape[0]
+        buf = obs["buffer"].reshape(b, spec.buffer_dim)
+        rows = obs["candidates"].reshape(b, spec.k, spec.candidate_dim)
+        present = rows[:, :, :1]
+        cand_in = torch.cat([rows, buf.unsqueeze(1).expand(b, spec.k, spec.buffer_dim)], dim=-1)
+        cands = self.candidate_encoder(cand_in) * present
+        count = present.sum(1).clamp(min=1.0)
+        pooled_mean = cands.sum(1) / count
+        pooled_max = (cands - (1.0 - present) * 1e4).max(1).values * (present.sum(1) > 0).float()
+        memory = self.memory_encoder(obs["memory"].reshape(b, spec.memory_dim))
+        x = torch.cat([buf, obs["progress"].reshape(b, spec.progress_dim),
+                       obs["next"].reshape(b, spec.n_next * spec.next_dim), memory, pooled_mean, pooled_max], -1)
+        return self.norm(self.trunk(x)), cands
+
+    def predict(self, latent: torch.Tensor, cands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(policy logits [B, K + 1], value logits [B, 2 Sv + 1])``."""
+        b, k, _ = cands.shape
+        keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
+        logits = torch.cat([self.pointer(keyed).squeeze(-1), self.skip_head(latent)], dim=-1)
+        return logits, self.value_head(latent)
+
+    def dynamics(self, latent: torch.Tensor, cands: torch.Tensor,
+                 action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(latent', cands', reward logits)`` after ``action [B]`` (int64; ``K`` = skip)."""
+        b, k, c = cands.shape
+        padded = torch.cat([cands, self.skip_embedding.expand(b, 1, c)], dim=1)
+        chosen = padded[torch.arange(b), action.long()]
+        x = torch.cat([latent, chosen], dim=-1)
+        nxt = self.dyn_norm(latent + self.transition(x))
+        return nxt, self.decoder(nxt).reshape(b, k, c), self.reward_head(x)
+
+    # ---------------------------------------------------------------- MuZero's two entry points
+    def initial_inference(self, obs: dict[str, torch.Tensor]) -> NetOutput:
+        """Representation then prediction (the root of a search)."""
+        latent, cands = self.represent(obs)
+        policy, value = self.predict(latent, cands)
+        return NetOutput(latent, cands, policy, value)
+
+    def recurrent_inference(self, latent: torch.Tensor, cands: torch.Tensor, action: torch.Tensor) -> NetOutput:
+        """Dynamics then prediction (one step inside a search or an unroll)."""
+        nxt, nxt_cands, reward = self.dynamics(latent, cands, action)
+        policy, value = self.predict(nxt, nxt_cands)
+        return NetOutput(nxt, nxt_cands, policy, value, reward)

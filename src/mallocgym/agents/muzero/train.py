@@ -1,0 +1,233 @@
+"""Training mallocMuZero: self-play and learning in one process, under a wall-clock budget.
+
+    mallocgym train muzero --suite default --minutes 30 --out runs/mz [--seed 0] [--resume]
+                           [--scenario NAME ...] [--config FILE.json] [--set part.field=VALUE ...]
+
+Self-play (:mod:`.selfplay`) and the learner (:mod:`.learner`) alternate: after each batched
+move of the actors the learner owes ``replay_ratio * positions / batch_size`` updates (once the
+replay holds ``min_replay`` positions). ``DIR`` receives ``config.json``, ``checkpoint.pt``
+(atomic, every ``checkpoint_every_s`` and at the end) and ``log.jsonl`` (one JSON object per
+line). ``--resume`` continues from ``DIR``'s checkpoint with its config (the replay refills).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..._files import atomic_write
+from ..._progress import Progress
+from ...scenarios import Scenario, resolve, suite
+from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from .config import MuZeroConfig
+from .learner import Learner
+from .mcts import NetworkModel
+from .networks import MuZeroNet, ObsSpec
+from .replay import Replay, nstep_returns
+from .selfplay import ScenarioSource, SelfPlay, make_generator
+
+__all__ = ["train", "main", "build_parser"]
+
+
+class _Log:
+    """Appends JSON lines to ``DIR/log.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _rng_state(rng: np.random.Generator) -> dict:
+    return rng.bit_generator.state
+
+
+def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
+    rng.bit_generator.state = state
+
+
+def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str | Path, minutes: float,
+          seed: int = 0, resume: bool = False, use_generator: bool = True, progress: bool = True) -> dict:
+    """Train for ``minutes`` of wall-clock time; return a summary (also the log's last line).
+
+    Args:
+      scenarios: training scenarios (may be empty when ``use_generator``).
+      use_generator: also play generated instances (``train.generator_fraction`` of episodes).
+      resume: continue from ``out_dir``'s checkpoint (its config replaces ``config``).
+    """
+    if not minutes > 0:
+        raise ValueError(f"--minutes must be > 0, got {minutes}")
+    torch.set_num_threads(1)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    payload = None
+    if resume:
+        payload = load_checkpoint(out)
+        config = payload["config"]
+    t = config.train
+    children = np.random.SeedSequence(seed).spawn(t.num_actors + 1)
+    actor_rngs = [np.random.default_rng(c) for c in children[:-1]]
+    learner_rng = np.random.default_rng(children[-1])
+    torch.manual_seed(seed)
+    counters = {"env_steps": 0, "episodes": 0, "train_steps": 0, "elapsed_s": 0.0}
+    if payload is not None:
+        counters.update({k: payload["progress"].get(k, v) for k, v in counters.items()})
+        states = payload["rng"].get("actors", [])
+        for rng, state in zip(actor_rngs, states):
+            _set_rng_state(rng, state)
+        if "learner" in payload["rng"]:
+            _set_rng_state(learner_rng, payload["rng"]["learner"])
+        if "torch" in payload["rng"]:
+            torch.set_rng_state(payload["rng"]["torch"])
+
+    generator = make_generator(t.generator_preset) if use_generator else None
+    source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
+    selfplay = SelfPlay(config, source, actor_rngs)
+    spec = ObsSpec.from_env(selfplay.actors[0].env)
+    net = MuZeroNet(spec, config.network)
+    learner = Learner(net, config, learner_rng)
+    if payload is not None:
+        if payload["spec"] != spec:
+            raise ValueError(f"{payload['path']}: trained on observations {payload['spec']}, the env gives {spec}")
+        net.load_state_dict(payload["model"])
+        if payload.get("optimizer"):
+            learner.optimizer.load_state_dict(payload["optimizer"])
+        selfplay.baselines.update(payload["extra"].get("baselines", {}))
+    learner.steps = int(counters["train_steps"])
+    net.eval()
+    model = NetworkModel(net)
+    replay = Replay(t.replay_capacity, spec, alpha=t.priority_alpha, beta=t.priority_beta)
+    with atomic_write(out / "config.json") as handle:
+        handle.write(config.to_json() + "\n")
+    log = _Log(out / "log.jsonl")
+    log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes,
+               "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
+               "parameters": sum(p.numel() for p in net.parameters()), **counters})
+
+    def checkpoint(elapsed: float) -> None:
+        save_checkpoint(out, net=net, config=config, optimizer=learner.optimizer,
+                        progress={**counters, "elapsed_s": elapsed},
+                        rng={"actors": [_rng_state(a.rng) for a in selfplay.actors],
+                             "learner": _rng_state(learner_rng), "torch": torch.get_rng_state()},
+                        extra={"baselines": dict(selfplay.baselines)})
+
+    budget = minutes * 60.0
+    begin = time.perf_counter()
+    base_elapsed = float(counters["elapsed_s"])
+    last_log = last_ckpt = begin
+    owed = 0.0
+    recent: deque = deque(maxlen=200)
+    losses: list[dict] = []
+    last_losses: list[dict] = []
+    with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+        while True:
+            now = time.perf_counter()
+            if now - begin >= budget:
+                break
+            for record, episode in selfplay.step(model):
+                z = nstep_returns(record.rewards, record.values, t.td_steps, config.search.discount)
+                replay.add(record, np.abs(z - record.values))
+                counters["episodes"] += 1
+                recent.append(episode)
+            counters["env_steps"] += t.num_actors
+            if replay.size >= max(t.min_replay, 1):
+                owed += t.num_actors * t.replay_ratio / t.batch_size
+                while owed >= 1.0:
+                    parts = learner.step(replay)
+                    if not all(math.isfinite(v) for v in parts.as_dict().values()):
+                        raise FloatingPointError(f"non-finite loss at train step {learner.steps}: {parts.as_dict()}")
+                    losses.append(parts.as_dict())
+                    owed -= 1.0
+                counters["train_steps"] = learner.steps
+            now = time.perf_counter()
+            elapsed = now - begin
+            if now - last_log >= t.log_every_s:
+                last_log = now
+                record = _summary(counters, base_elapsed + elapsed, replay, recent, losses)
+                log.write({"event": "progress", **record})
+                if losses:
+                    last_losses, losses = losses, []
+                label = (f"steps {counters['env_steps']} train {counters['train_steps']} "
+                         f"ret {record.get('return_mean', float('nan')):.3f} vs xla {record.get('xla_return_mean', float('nan')):.3f}")
+                bar.update(label, done=min(round(elapsed), round(budget)))
+            if now - last_ckpt >= t.checkpoint_every_s:
+                last_ckpt = now
+                checkpoint(base_elapsed + elapsed)
+        elapsed = time.perf_counter() - begin
+        counters["elapsed_s"] = base_elapsed + elapsed
+        checkpoint(counters["elapsed_s"])
+        bar.update("done", done=round(budget))
+    summary = _summary(counters, counters["elapsed_s"], replay, recent, losses or last_losses)
+    summary["checkpoint"] = str(checkpoint_path(out))
+    log.write({"event": "end", **summary})
+    return summary
+
+
+def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:
+    out = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size}
+    if recent:
+        out["return_mean"] = float(np.mean([e.ret for e in recent]))
+        out["xla_return_mean"] = float(np.mean([e.xla_return for e in recent]))
+        out["beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in recent]))
+    if losses:
+        out["losses"] = {k: float(np.mean([d[k] for d in losses])) for k in losses[0]}
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mallocgym train muzero",
+                                description="Train mallocMuZero by self-play under a wall-clock budget.")
+    p.add_argument("--suite", default="default", help="suite whose train split is played (default: %(default)s)")
+    p.add_argument("--scenario", action="append",
+                   help="train on this scenario only (repeatable; disables the synthetic generator)")
+    p.add_argument("--minutes", type=float, required=True, help="wall-clock budget of this run")
+    p.add_argument("--out", required=True, help="run folder: checkpoint.pt, config.json, log.jsonl")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    p.add_argument("--config", help="a JSON config file (MuZeroConfig.to_dict's shape)")
+    p.add_argument("--set", action="append", default=[], metavar="PART.FIELD=VALUE",
+                   help="override one config field, e.g. search.num_simulations=8 (repeatable)")
+    p.add_argument("--no-generator", action="store_true", help="train on the suite's scenarios only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``mallocgym train muzero ...``; bad input raises ``ValueError`` (one line from the CLI)."""
+    args = build_parser().parse_args(argv)
+    if not args.minutes > 0:
+        raise ValueError(f"--minutes must be > 0, got {args.minutes}")
+    config = MuZeroConfig()
+    if args.config:
+        path = Path(args.config)
+        try:
+            config = MuZeroConfig.from_dict(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError, ValueError) as exc:
+            raise ValueError(f"{path}: bad config: {exc}") from None
+    config = config.with_overrides(args.set)
+    if args.resume and (args.config or args.set):
+        raise ValueError("--resume continues with the checkpoint's config; drop --config/--set")
+    if args.scenario:
+        scenarios = [resolve(name) for name in args.scenario]
+        use_generator = False
+    else:
+        scenarios = suite(args.suite, "train")
+        use_generator = not args.no_generator
+    summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
+                    resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
+    print(json.dumps(summary, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""The harness agents: simulator mode on the trap, checkpoints, factory options."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+import mallocgym.agents.muzero.agent as agent_module
+from mallocgym.agents import make_agent
+from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
+from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
+from mallocgym.agents.muzero.config import MuZeroConfig
+from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
+from mallocgym.evaluate import evaluate
+from mallocgym.hardware import profile
+from mallocgym.scenarios import Scenario, capacity_for
+from mallocgym.workloads.synthetic import mlp_training_step
+
+torch.set_num_threads(1)
+
+
+def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)) -> Scenario:
+    """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
+    built here so the tests do not depend on the bundled suite."""
+    workload = mlp_training_step(seed)
+    hw = profile("tpu-v4-like")
+    return Scenario(f"{workload.name}@{fraction}", workload, hw.with_capacity(capacity_for(workload, fraction, hw.alignment)))
+
+SMALL = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidden=16",
+                                       "network.memory_hidden=8", "search.eval_simulations=8"])
+
+
+def fresh_net(scenario, config=SMALL, seed=0):
+    torch.manual_seed(seed)
+    return MuZeroNet(ObsSpec.from_env(make_env(scenario, config)), config.network)
+
+
+@pytest.fixture
+def trap_scenario(trap):
+    workload, hardware = trap
+    return Scenario("trap", workload, hardware)
+
+
+def test_simulator_mode_finds_the_trap_optimum(trap_scenario):
+    config = SMALL.with_overrides(["simulator.keep_xla=false"])
+    agent = MuZeroAgent(fresh_net(trap_scenario, config), config, mode="simulator")
+    solution = agent.solve(trap_scenario)
+    ev = evaluate(trap_scenario.workload, solution.offsets, trap_scenario.hardware)
+    assert ev.time == pytest.approx(0.68)          # XLA-like: 0.86
+    assert solution.offsets[0] == -1 and (solution.offsets[1:] >= 0).all()
+
+
+def test_simulator_mode_keeps_xla_when_its_search_is_worse(trap_scenario, monkeypatch):
+    class AlwaysSkip:
+        def __init__(self, k):
+            self.action = np.array([k])
+
+    def crippled(model, envs, **kw):
+        return AlwaysSkip(envs[0].unwrapped.k)
+
+    monkeypatch.setattr(agent_module, "simulator_search", crippled)
+    agent = MuZeroAgent(fresh_net(trap_scenario), SMALL, mode="simulator")
+    solution = agent.solve(trap_scenario)
+    assert solution.info["kept_xla"] is True
+    assert evaluate(trap_scenario.workload, solution.offsets, trap_scenario.hardware).time == pytest.approx(0.86)
+    config = SMALL.with_overrides(["simulator.keep_xla=false"])
+    plain = MuZeroAgent(fresh_net(trap_scenario), config, mode="simulator").solve(trap_scenario)
+    assert evaluate(trap_scenario.workload, plain.offsets, trap_scenario.hardware).time == pytest.approx(1.4)
+
+
+def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
+    scenario = mlp_scenario(4)
+    net = fresh_net(scenario, seed=3)
+    save_checkpoint(tmp_path, net=net, config=SMALL)
+    loaded, config, payload = load_network(tmp_path)
+    assert config == SMALL and payload["spec"] == net.spec
+    for a, b in zip(net.state_dict().values(), loaded.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    first = MuZeroAgent(net, SMALL).solve(scenario, seed=1)
+    again = make_agent(f"muzero:{tmp_path}").solve(scenario, seed=1)
+    np.testing.assert_array_equal(first.offsets, again.offsets)
+    assert first.info["searched_moves"] > 0
+    evaluate(scenario.workload, again.offsets, scenario.hardware)   # a valid mapping
+    sim = make_agent(f"muzero-sim:{tmp_path},sims=4,span=2.5")
+    assert sim.num_simulations == 4 and sim.mode == "simulator" and sim.config.search.min_q_span == 2.5
+
+
+def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="checkpoint.pt: no mallocMuZero checkpoint"):
+        make_agent(f"muzero:{tmp_path}")
+    (tmp_path / "checkpoint.pt").write_bytes(b"\x80\x02 not a checkpoint")
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: not a readable checkpoint"):
+        make_agent(f"muzero:{tmp_path}")
+    torch.save({"format": "something-else"}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: not a mallocMuZero checkpoint"):
+        make_agent(f"muzero:{tmp_path}")
+
+
+def test_mismatched_weights_are_reported(tmp_path):
+    scenario = mlp_scenario(4)
+    save_checkpoint(tmp_path, net=fresh_net(scenario), config=SMALL.with_overrides(["network.hidden=64"]))
+    with pytest.raises(ValueError, match="weights do not match"):
+        load_network(tmp_path)
+
+
+def test_factory_rejects_bad_specs(tmp_path):
+    with pytest.raises(ValueError, match="needs a checkpoint"):
+        make_agent("muzero")
+    save_checkpoint(tmp_path, net=fresh_net(mlp_scenario(4)), config=SMALL)
+    with pytest.raises(ValueError, match="unknown option"):
+        make_agent(f"muzero:{tmp_path},simulations=3")
+    with pytest.raises(ValueError, match="unknown option"):
+        make_agent(f"muzero:{tmp_path},span=wide")

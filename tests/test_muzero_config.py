@@ -1,0 +1,53 @@
+"""The frozen, validated mallocMuZero config."""
+
+import dataclasses
+
+import pytest
+
+from mallocgym.agents.muzero.config import MuZeroConfig, SearchConfig, TrainConfig
+
+
+def test_defaults_round_trip_through_dict():
+    cfg = MuZeroConfig()
+    again = MuZeroConfig.from_dict(cfg.to_dict())
+    assert again == cfg
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.search.num_simulations = 3
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: SearchConfig(algorithm="ucb"), "search.algorithm"),
+    (lambda: SearchConfig(num_simulations=0), "search.num_simulations"),
+    (lambda: SearchConfig(num_simulations=2.5), "search.num_simulations"),
+    (lambda: SearchConfig(prune_no_benefit=1), "search.prune_no_benefit"),
+    (lambda: TrainConfig(priority_alpha=1.5), "train.priority_alpha"),
+    (lambda: TrainConfig(reward_mode="sparse"), "train.reward_mode"),
+    (lambda: TrainConfig(min_replay=10, replay_capacity=5), "train.min_replay"),
+])
+def test_bad_values_name_the_field(make, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        make()
+
+
+def test_overrides_parse_json_and_reject_typos():
+    cfg = MuZeroConfig().with_overrides(["search.num_simulations=8", "train.reward_mode=self_competition",
+                                         "env.memory_bins=[8, 4]", "train.lr=3e-4"])
+    assert cfg.search.num_simulations == 8
+    assert cfg.train.reward_mode == "self_competition"
+    assert cfg.env.memory_bins == (8, 4)
+    assert cfg.train.lr == 3e-4
+    with pytest.raises(ValueError, match="search.num_simulation"):
+        MuZeroConfig().with_overrides(["search.num_simulation=8"])
+    with pytest.raises(ValueError, match="part.field=value"):
+        MuZeroConfig().with_overrides(["num_simulations=8"])
+    with pytest.raises(ValueError, match="unknown config field"):
+        MuZeroConfig.from_dict({"train": {"lr": 1e-3, "learning_rate": 1}})
+
+
+def test_docs_list_every_config_field_with_its_default():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "muzero.md").read_text()
+    for part, values in MuZeroConfig().to_dict().items():
+        for name, default in values.items():
+            assert f"| `{part}.{name}` | `{default!r}` |" in text, f"{part}.{name}"

@@ -1,0 +1,175 @@
+"""Learning, self-play and the training command (a few seconds each)."""
+
+import json
+import math
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from mallocgym.agents import make_agent
+from mallocgym.agents.muzero.agent import make_env
+from mallocgym.agents.muzero.checkpoint import load_checkpoint
+from mallocgym.agents.muzero.config import MuZeroConfig
+from mallocgym.agents.muzero.learner import Learner
+from mallocgym.agents.muzero.mcts import NetworkModel
+from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
+from mallocgym.agents.muzero.replay import Replay, nstep_returns
+from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay
+from mallocgym.agents.muzero.train import main, train
+from mallocgym.evaluate import evaluate
+from mallocgym.hardware import profile
+from mallocgym.scenarios import Scenario, capacity_for
+from mallocgym.workloads import save
+from mallocgym.workloads.synthetic import mlp_training_step
+
+torch.set_num_threads(1)
+
+
+def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)) -> Scenario:
+    """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
+    built here so the tests do not depend on the bundled suite."""
+    workload = mlp_training_step(seed)
+    hw = profile("tpu-v4-like")
+    return Scenario(f"{workload.name}@{fraction}", workload, hw.with_capacity(capacity_for(workload, fraction, hw.alignment)))
+
+TINY = MuZeroConfig().with_overrides([
+    "network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8",
+    "search.num_simulations=4", "search.eval_simulations=4", "train.num_actors=4", "train.min_replay=40",
+    "train.batch_size=16", "train.unroll_steps=3", "train.td_steps=5", "train.replay_capacity=4000",
+    "train.checkpoint_every_s=1000", "train.log_every_s=0.5", "train.replay_ratio=8",
+])
+
+
+def fill_replay(config, seed=0, games=8):
+    scenario = mlp_scenario(0)
+    rngs = [np.random.default_rng([seed, i]) for i in range(config.train.num_actors)]
+    selfplay = SelfPlay(config, ScenarioSource([scenario], None, 0.0), rngs)
+    torch.manual_seed(seed)
+    net = MuZeroNet(ObsSpec.from_env(selfplay.actors[0].env), config.network).eval()
+    replay = Replay(config.train.replay_capacity, net.spec)
+    records = []
+    while len(records) < games:
+        for record, episode in selfplay.step(NetworkModel(net)):
+            z = nstep_returns(record.rewards, record.values, config.train.td_steps, 1.0)
+            replay.add(record, np.abs(z - record.values))
+            records.append((record, episode))
+    return net, replay, records
+
+
+def test_selfplay_records_are_consistent_with_the_game():
+    _, replay, records = fill_replay(TINY, games=4)
+    for record, episode in records:
+        assert len(record) == 43 == episode.length
+        # dense rewards are the env's, scaled: they sum to the normalised return
+        assert record.rewards.sum() / TINY.network.reward_scale == pytest.approx(episode.ret, rel=1e-5)
+        assert 0.0 <= episode.ret < 1.0 and 0.0 < episode.xla_return < 1.0
+        np.testing.assert_allclose(record.policies.sum(1), 1.0, rtol=1e-5)
+        legal = record.obs["action_mask"].astype(bool)
+        assert legal[np.arange(len(record)), record.actions].all()
+
+
+def test_self_competition_reward_scores_the_episode_against_the_baseline():
+    config = TINY.with_overrides(["train.reward_mode=self_competition"])
+    _, _, records = fill_replay(config, games=4)
+    for record, episode in records:
+        assert np.count_nonzero(record.rewards[:-1]) == 0
+        expected = math.tanh((episode.ret - episode.xla_return) / 0.01)   # first visit: XLA-like's return
+        if episode is records[0][1]:
+            assert record.rewards[-1] == pytest.approx(expected * 100, rel=1e-5)
+        assert abs(record.rewards[-1]) <= 100.0
+
+
+def test_learner_fits_a_fixed_replay():
+    config = TINY.with_overrides(["train.lr=3e-3", "train.batch_size=32"])
+    net, replay, _ = fill_replay(config, games=4)
+    learner = Learner(net, config, np.random.default_rng(0))
+    idx, w = replay.sample(64, np.random.default_rng(1))
+    before, _ = learner.loss(replay, idx, w)
+    for _ in range(60):
+        learner.step(replay)
+    after, parts = learner.loss(replay, idx, w)
+    assert math.isfinite(float(after.detach()))
+    before, after = float(before.detach()), float(after.detach())
+    assert after < 0.7 * before, (before, after)
+    assert parts.priorities.shape == (64,)
+
+
+def test_learner_with_reanalyse_runs_fresh_searches():
+    config = TINY.with_overrides(["train.reanalyse_fraction=0.5"])
+    net, replay, _ = fill_replay(config, games=2)
+    learner = Learner(net, config, np.random.default_rng(0))
+    idx, _ = replay.sample(8, np.random.default_rng(0))
+    values, policies = learner._reanalyse(replay, idx)
+    assert len(policies) > 0
+    for p, pi in policies.items():
+        assert pi.sum() == pytest.approx(1.0, rel=1e-5)
+        assert (pi[replay.obs["action_mask"][p] == 0] == 0).all()
+    changed = np.flatnonzero(values != replay.values.astype(np.float64))
+    assert changed.size > 0
+    parts = learner.step(replay)
+    assert math.isfinite(parts.total)
+
+
+def test_smoke_training_run_and_resume(tmp_path):
+    scenario = mlp_scenario(0)
+    summary = train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=0.06, seed=0,
+                    use_generator=False, progress=False)
+    assert summary["train_steps"] > 0 and summary["episodes"] > 0
+    assert all(math.isfinite(v) for v in summary["losses"].values())
+    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
+    progress = [line for line in lines if line["event"] == "progress" and "losses" in line]
+    assert progress and all(math.isfinite(line["losses"]["loss"]) for line in progress)
+    payload = load_checkpoint(tmp_path)
+    assert payload["config"] == TINY and payload["progress"]["train_steps"] == summary["train_steps"]
+    solution = make_agent(f"muzero:{tmp_path}").solve(scenario)
+    evaluate(scenario.workload, solution.offsets, scenario.hardware)
+    again = train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=0.02, seed=0, resume=True,
+                  use_generator=False, progress=False)
+    assert again["env_steps"] > summary["env_steps"]
+    assert again["train_steps"] >= summary["train_steps"]
+    assert again["elapsed_s"] > summary["elapsed_s"]
+
+
+def test_command_line_errors(tmp_path):
+    workload = save(mlp_training_step(0), tmp_path / "mlp.json")
+    with pytest.raises(ValueError, match="search.num_simulation"):
+        main(["--minutes", "1", "--out", str(tmp_path), "--set", "search.num_simulation=3"])
+    with pytest.raises(ValueError, match="no mallocMuZero checkpoint"):
+        main(["--minutes", "1", "--out", str(tmp_path / "none"), "--resume", "--scenario", str(workload)])
+    with pytest.raises(ValueError, match="drop --config/--set"):
+        main(["--minutes", "1", "--out", str(tmp_path), "--resume", "--set", "train.lr=0.1"])
+    with pytest.raises((ValueError, OSError), match="nope.json"):
+        main(["--minutes", "1", "--out", str(tmp_path), "--scenario", str(tmp_path / "nope.json")])
+    with pytest.raises(ValueError, match="minutes must be > 0"):
+        main(["--minutes", "0", "--out", str(tmp_path)])
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    from mallocgym.cli import main as cli_main
+
+    assert cli_main(["train", "muzero", "--minutes", "1", "--out", str(tmp_path), "--set", "train.lr=-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.lr must be > 0" in err
+
+
+@pytest.mark.slow
+def test_example_script_trains_and_compares(tmp_path):
+    """examples/muzero_train.py end to end (a subprocess; covered faster by the smoke run)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    workload = save(mlp_training_step(5), tmp_path / "mlp5.json")
+    script = Path(__file__).resolve().parent.parent / "examples" / "muzero_train.py"
+    tiny = [f"--set={s}" for s in ["network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8",
+                                   "search.num_simulations=2", "search.eval_simulations=2", "simulator.num_simulations=2",
+                                   "train.num_actors=2", "train.min_replay=20", "train.batch_size=8"]]
+    done = subprocess.run([sys.executable, str(script), "--minutes", "0.03", "--out", str(tmp_path / "run"),
+                           "--scenario", str(workload), *tiny], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| mlp-train-s5 |" in done.stdout and "muzero-sim" in done.stdout
+    assert (tmp_path / "run" / "checkpoint.pt").is_file()
