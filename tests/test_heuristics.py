@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from mallocgym import Hardware, Workload, evaluate, heuristics
+from mallocgym import Hardware, Workload, evaluate, heuristics, sim
 from mallocgym.heuristics import FIT_BEST, FIT_FIRST
 from mallocgym.scenarios import capacity_for, resolve
 from mallocgym.workloads.generator import generate, planted
@@ -175,8 +175,6 @@ def test_bad_names():
 
 def test_sim_helpers_copy_and_decide():
     """copy_into makes an independent equal state; decide places the current buffer."""
-    from mallocgym import sim
-
     scenario = _minimalloc("C")
     st = sim.compile_scenario(scenario.workload, scenario.hardware)
     state = sim.new_state(st)
@@ -184,7 +182,7 @@ def test_sim_helpers_copy_and_decide():
     b = int(st.order[0])
     assert state.offsets[b] == 0 and state.counters[sim.STEP] == 1
     other = sim.new_state(st)
-    heuristics.copy_into(state, other)
+    sim.copy_into(state, other)
     for field in sim.State._fields:
         np.testing.assert_array_equal(getattr(state, field), getattr(other, field), err_msg=field)
     other.offsets[:] = 5  # independent arrays

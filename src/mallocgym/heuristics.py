@@ -26,7 +26,7 @@ drop; with ``n_candidates >= 2 * N`` (what :func:`make_env` sets: a buffer has a
 fitting gap per placed buffer plus one, two candidates each) no candidate is ever dropped.
 With a smaller ``K`` the policy picks the lowest offset among the ``K`` shown.
 
-The kernels :func:`copy_into`, :func:`decide` and :func:`complete` are the simulator moves the
+The kernels :func:`decide` and :func:`complete` (with :func:`mallocgym.sim.copy_into`) are the simulator moves the
 search agents (:mod:`mallocgym.agents.search`) branch with.
 """
 
@@ -45,7 +45,7 @@ from .sim import ALIGNMENT, STEP
 __all__ = [
     "all_slow", "random_mapping", "first_fit", "best_fit", "xla_like", "greedy", "HEURISTICS",
     "ORDER", "Policy", "GreedyPolicy", "RandomPolicy", "SlowPolicy", "policy", "make_env", "play",
-    "FIT_BEST", "FIT_FIRST", "copy_into", "decide", "complete", "run_fit",
+    "FIT_BEST", "FIT_FIRST", "decide", "complete", "run_fit",
 ]
 
 FIT_BEST, FIT_FIRST = 0, 1
@@ -91,10 +91,6 @@ def _uniform_choice(u, n):
     return c if c < n else n - 1
 
 
-copy_into = sim.copy_into
-"""Overwrite a state with another of the same scenario (``sim.copy_into``, re-exported)."""
-
-
 @njit(cache=True)
 def decide(st, state, offset):
     """Decide the current buffer (``st.order[step]``): place it at ``offset``, or leave it slow
@@ -109,7 +105,7 @@ def decide(st, state, offset):
 def complete(st, src, work):
     """Copy ``src`` into ``work`` and finish the episode there with XLA-like play; return the
     final program time (``src`` is untouched)."""
-    copy_into(src, work)
+    sim.copy_into(src, work)
     return run_fit(st, work, FIT_BEST, True)
 
 

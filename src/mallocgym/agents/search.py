@@ -4,7 +4,7 @@ All three play MallocGame-v0's game exactly (the default decision order, the ``K
 candidates plus skip) but branch on :mod:`mallocgym.sim` states directly rather than through
 ``env.clone_state()`` / ``restore_state()``: a snapshot of the env also copies the observation
 arrays and every env step recomputes the observation features, which a search that only needs
-the program time would throw away. A branch here is :func:`~mallocgym.heuristics.copy_into`
+the program time would throw away. A branch here is :func:`~mallocgym.sim.copy_into`
 (array copies into preallocated scratch, no allocation) plus the sim's ``place``; the env
 gives the same positions and times (``tests/test_search.py`` replays the agents' choices
 through the env).
@@ -38,7 +38,8 @@ import numpy as np
 from numba import njit
 
 from .. import sim
-from ..heuristics import FIT_BEST, complete, copy_into, decide, run_fit
+from ..heuristics import FIT_BEST, complete, decide, run_fit
+from ..sim import copy_into
 from ..scenarios import Scenario
 from ..sim import STEP, TIME
 from .base import Solution, parse_config
