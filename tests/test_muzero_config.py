@@ -23,6 +23,9 @@ def test_defaults_round_trip_through_dict():
     (lambda: TrainConfig(priority_alpha=1.5), "train.priority_alpha"),
     (lambda: TrainConfig(reward_mode="sparse"), "train.reward_mode"),
     (lambda: TrainConfig(min_replay=10, replay_capacity=5), "train.min_replay"),
+    (lambda: TrainConfig(teacher_fraction=1.5), "train.teacher_fraction"),
+    (lambda: TrainConfig(teacher_temperature=-1.0), "teacher_temperature"),
+    (lambda: TrainConfig(teacher_fraction=0.5, reward_mode="self_competition"), "train.teacher_fraction"),
 ])
 def test_bad_values_name_the_field(make, field):
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):

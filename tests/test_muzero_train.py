@@ -17,7 +17,10 @@ from mallocgym.agents.muzero.learner import Learner
 from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.replay import Replay, nstep_returns
-from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay
+from mallocgym import sim
+from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_targets
+from mallocgym.agents.search import CompletionScorer
+from mallocgym.heuristics import complete
 from mallocgym.agents.muzero.train import main, train
 from mallocgym.evaluate import evaluate
 from mallocgym.hardware import profile
@@ -43,8 +46,8 @@ TINY = MuZeroConfig().with_overrides([
 ])
 
 
-def fill_replay(config, seed=0, games=8):
-    scenario = mlp_scenario(0)
+def fill_replay(config, seed=0, games=8, scenario=None):
+    scenario = scenario or mlp_scenario(0)
     rngs = [np.random.default_rng([seed, i]) for i in range(config.train.num_actors)]
     selfplay = SelfPlay(config, ScenarioSource([scenario], None, 0.0), rngs)
     torch.manual_seed(seed)
@@ -173,3 +176,62 @@ def test_example_script_trains_and_compares(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| mlp-train-s5 |" in done.stdout and "muzero-sim" in done.stdout
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
+
+
+# ------------------------------------------------------------------------------ the teacher
+def test_teacher_targets_hand_worked():
+    # all-slow time 200, current time 150; actions 0, 1 and skip (3) end at 100, 110, 120
+    times = np.array([100.0, 110.0, np.inf, 120.0])
+    policy, value = teacher_targets(times, 0, time_now=150.0, time_all_slow=200.0, scale=100.0, temperature=0.0)
+    assert value == pytest.approx(25.0)            # 100 * (150 - 100) / 200
+    np.testing.assert_array_equal(policy, [1, 0, 0, 0])
+    # Q = 25, 20, -, 15 (percent); temperature 5 gives weights e^0, e^-1, e^-2
+    policy, _ = teacher_targets(times, 0, time_now=150.0, time_all_slow=200.0, scale=100.0, temperature=5.0)
+    w = np.exp([0.0, -1.0, -2.0])
+    np.testing.assert_allclose(policy[[0, 1, 3]], w / w.sum(), rtol=1e-6)
+    assert policy[2] == 0.0
+    with pytest.raises(ValueError, match="not a legal action"):
+        teacher_targets(times, 2, time_now=150.0, time_all_slow=200.0, scale=100.0, temperature=0.0)
+
+
+def test_completion_scorer_matches_stepping_the_env_and_finishing_with_xla():
+    scenario = mlp_scenario(3)
+    env = make_env(scenario, TINY).unwrapped
+    env.reset(options={"workload": scenario})
+    rng = np.random.default_rng(0)
+    scorer = CompletionScorer(env.static, env.k)
+    work = sim.new_state(env.static)
+    for _ in range(12):                      # a few positions along a random game
+        times, best = scorer(env.sim_state)
+        legal = env.action_masks()
+        assert np.array_equal(np.isfinite(times), legal)
+        assert times[best] == times.min()
+        for a in np.flatnonzero(legal):
+            snap = env.clone_state()
+            env.step(int(a))
+            assert complete(env.static, env.sim_state, work) == pytest.approx(times[a], rel=1e-12)
+            env.restore_state(snap)
+        env.step(int(rng.choice(np.flatnonzero(legal))))
+
+
+def test_teacher_games_play_the_rollout_algorithm():
+    """A teacher-played game is the rollout baseline's game: same moves, same final mapping,
+    never worse than XLA-like; its stored values are the returns still to come."""
+    config = TINY.with_overrides(["train.teacher_fraction=1.0"])
+    scenario = mlp_scenario(1)
+    _, _, records = fill_replay(config, games=4, scenario=scenario)
+    rollout = make_agent("rollout").solve(scenario)
+    for record, episode in records:
+        assert episode.teacher
+        assert episode.ret >= episode.xla_return - 1e-12
+        np.testing.assert_allclose(record.policies[np.arange(len(record)), record.actions], 1.0)
+        # values are returns still to come of the best action then XLA-like: the estimate of the
+        # whole game (rewards so far + value) never falls (policy improvement) and ends exact
+        estimate = np.concatenate([[0.0], np.cumsum(record.rewards)[:-1]]) + record.values
+        assert np.all(np.diff(estimate) >= -1e-3)
+        assert estimate[-1] == pytest.approx(record.rewards.sum(), rel=1e-4)
+    env = make_env(scenario, config).unwrapped
+    env.reset(options={"workload": scenario})
+    for a in records[0][0].actions:
+        _, _, done, _, info = env.step(int(a))
+    assert done and np.array_equal(info["offsets"], rollout.offsets)

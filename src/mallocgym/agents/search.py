@@ -45,7 +45,7 @@ from ..sim import STEP, TIME
 from .base import Solution, parse_config
 
 __all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "RolloutAgent", "BeamAgent", "MCTSAgent",
-           "search_factory"]
+           "CompletionScorer", "search_factory"]
 
 
 # ---------------------------------------------------------------------------------- configs
@@ -251,6 +251,39 @@ class _Scratch:
         return float(_rollout_run(st, cur, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
                                   self.cand_lo, self.cand_hi, self.times, self.actions, incumbent.time,
                                   incumbent.offsets, counter, limit))
+
+
+class CompletionScorer:
+    """One step of the rollout algorithm as a function: the XLA-like completion time of every
+    legal action of a position, in MallocGame-v0's action numbering.
+
+    ``scorer(state)`` returns ``(times, best)``: ``times[a]`` is the final program time after
+    action ``a`` (candidate ``a`` for ``a < K``, skip for ``a = K``) and XLA-like play to the end,
+    ``inf`` for an illegal action; ``best`` is the rollout's move, the first minimum with
+    XLA-like's own action first (so XLA-like's action on ties). ``state`` is untouched. Used as
+    mallocMuZero's training teacher (:mod:`mallocgym.agents.muzero.selfplay`).
+    """
+
+    def __init__(self, st: sim.Static, k: int):
+        self.st = st
+        self.k = int(k)
+        self.scratch = _Scratch(st, self.k)
+        self.work = sim.new_state(st)
+        self.best_time = np.array([np.inf])
+        self.best_offsets = np.empty(st.size.shape[0], np.int64)
+
+    def __call__(self, state: sim.State) -> tuple[np.ndarray, int]:
+        st, k, sc = self.st, self.k, self.scratch
+        times = np.full(k + 1, np.inf)
+        if state.counters[STEP] >= st.size.shape[0]:
+            raise ValueError("the episode is over: no action to score")
+        self.best_time[0] = np.inf
+        m, _ = _expand(st, state, k, self.work, sc.ids, sc.gap_lo, sc.gap_hi, sc.cand_off, sc.cand_lo,
+                       sc.cand_hi, sc.times, sc.actions, self.best_time, self.best_offsets, -1.0)
+        count = m - 1  # every candidate plus skip
+        env_actions = np.where(sc.actions[:m] < count, sc.actions[:m], k)
+        times[env_actions] = sc.times[:m]
+        return times, int(env_actions[_first_min(sc.times, m)])
 
 
 class _Incumbent:

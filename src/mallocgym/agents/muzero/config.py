@@ -213,6 +213,13 @@ class TrainConfig:
       reanalyse_fraction: share of each batch whose policy targets are recomputed by a fresh
         search with the current network (MuZero Reanalyze); values always bootstrap from the
         current network when > 0.
+      teacher_fraction: share of games played by the rollout teacher instead of the search over
+        the learned model: at each move the teacher scores every legal action by finishing the
+        episode with XLA-like (:class:`mallocgym.agents.search.CompletionScorer`, the exact
+        simulator, training only), plays the best, and stores as targets the value
+        ``max_a Q(a)`` and the policy below (0: pure self-play, as MuZero).
+      teacher_temperature: the teacher's policy target is ``softmax(Q / teacher_temperature)``
+        over legal actions (value units); 0 gives a one-hot target on its move.
       reward_mode: ``"dense"`` (MallocGame's reward) or ``"self_competition"`` (0 per step and,
         at the end, ``tanh((R - baseline) / self_competition_temperature)`` where the baseline is
         the agent's running mean return on that scenario, or XLA-like's return on a scenario
@@ -240,6 +247,8 @@ class TrainConfig:
     priority_alpha: float = 0.6
     priority_beta: float = 0.4
     reanalyse_fraction: float = 0.0
+    teacher_fraction: float = 0.0
+    teacher_temperature: float = 0.0
     reward_mode: str = "dense"
     self_competition_ema: float = 0.9
     self_competition_temperature: float = 0.01
@@ -255,11 +264,16 @@ class TrainConfig:
                   checkpoint_every_s=self.checkpoint_every_s, log_every_s=self.log_every_s)
         _unit("train", generator_fraction=self.generator_fraction, priority_alpha=self.priority_alpha,
               priority_beta=self.priority_beta, reanalyse_fraction=self.reanalyse_fraction,
-              self_competition_ema=self.self_competition_ema)
-        if self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0 or self.consistency_weight < 0:
-            raise ValueError("train.min_replay, weight_decay, value_loss_weight and consistency_weight must be >= 0")
+              self_competition_ema=self.self_competition_ema, teacher_fraction=self.teacher_fraction)
+        if (self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0
+                or self.consistency_weight < 0 or self.teacher_temperature < 0):
+            raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight and "
+                             "teacher_temperature must be >= 0")
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"train.reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
+        if self.teacher_fraction > 0 and self.reward_mode != "dense":
+            raise ValueError("train.teacher_fraction > 0 needs train.reward_mode = 'dense' (the teacher's "
+                             "values are dense returns)")
         if self.min_replay > self.replay_capacity:
             raise ValueError(f"train.min_replay ({self.min_replay}) exceeds train.replay_capacity "
                              f"({self.replay_capacity})")

@@ -4,6 +4,13 @@ Each actor owns an env, its own ``numpy.random.Generator`` (scenario draws, env 
 noise) and the positions of its current game. A finished game becomes a :class:`GameRecord`
 (rewards in scaled units; with the self-competition reward, 0 per step and a final
 ``tanh((R - baseline) / temperature)``).
+
+With ``train.teacher_fraction > 0`` that share of games is played by the rollout teacher instead
+of the search over the learned model: at each move it scores every legal action by finishing the
+episode with XLA-like on the exact simulator (:class:`~mallocgym.agents.search.CompletionScorer`),
+plays the best and stores :func:`teacher_targets` (expert iteration with the rollout algorithm
+as the improvement operator; the simulator is used in training only, never when the learned
+agent plays).
 """
 
 from __future__ import annotations
@@ -16,13 +23,15 @@ import numpy as np
 
 from ... import sim
 from ...scenarios import Scenario
+from ..search import CompletionScorer
 from .agent import make_env
 from .config import MuZeroConfig
-from .mcts import NetworkModel, play
+from .mcts import BENEFIT_NOW, NetworkModel, play
 from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
-__all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator"]
+__all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator",
+           "teacher_targets"]
 
 
 def xla_return(static: sim.Static) -> float:
@@ -30,6 +39,36 @@ def xla_return(static: sim.Static) -> float:
     state = sim.new_state(static)
     time = sim.run_greedy(static, state, True)
     return 1.0 - time / float(static.params[sim.TIME_ALL_SLOW])
+
+
+def teacher_targets(times: np.ndarray, best: int, *, time_now: float, time_all_slow: float, scale: float,
+                    temperature: float) -> tuple[np.ndarray, float]:
+    """The teacher's policy target and value for one position.
+
+    Args:
+      times: ``[A]`` final program time of each action followed by XLA-like play (``inf``:
+        illegal), from :class:`~mallocgym.agents.search.CompletionScorer`.
+      best: the teacher's move.
+      time_now: the program time of the position (undecided buffers in slow memory).
+      scale: ``network.reward_scale``.
+      temperature: 0 for a one-hot policy on ``best``, else ``softmax(Q / temperature)``.
+
+    ``Q(a) = scale * (time_now - times[a]) / time_all_slow`` is the return still to come after
+    ``a`` (MallocGame's dense rewards sum to it); the value is ``Q(best)``.
+    """
+    times = np.asarray(times, np.float64)
+    legal = np.isfinite(times)
+    if not legal[best]:
+        raise ValueError(f"teacher move {best} is not a legal action")
+    q = np.where(legal, scale * (time_now - np.where(legal, times, 0.0)) / time_all_slow, -np.inf)
+    policy = np.zeros(len(times), np.float32)
+    if temperature == 0:
+        policy[best] = 1.0
+    else:
+        z = (q[legal] - q[legal].max()) / temperature
+        w = np.exp(z)
+        policy[legal] = w / w.sum()
+    return policy, float(q[best])
 
 
 def fallback_generator(rng: np.random.Generator) -> Scenario:
@@ -82,6 +121,7 @@ class Episode:
     ret: float
     xla_return: float
     reward: float = 0.0     # the self-competition reward when used
+    teacher: bool = False   # played by the rollout teacher
 
 
 @dataclass
@@ -95,13 +135,32 @@ class Actor:
     obs: dict | None = None
     xla: float = 0.0
     steps: list = field(default_factory=list)
+    scorer: CompletionScorer | None = None   # set while the teacher plays this game
 
-    def start(self, source: ScenarioSource) -> None:
-        """Begin a new game on a scenario drawn with this actor's generator."""
+    def start(self, source: ScenarioSource, teacher_fraction: float = 0.0) -> None:
+        """Begin a new game on a scenario drawn with this actor's generator; the teacher plays
+        it with probability ``teacher_fraction``."""
         self.scenario, self.key = source.sample(self.rng)
+        teach = teacher_fraction > 0 and self.rng.random() < teacher_fraction
         self.obs, _ = self.env.reset(seed=int(self.rng.integers(2**31)), options={"workload": self.scenario})
-        self.xla = xla_return(self.env.unwrapped.static)
+        static = self.env.unwrapped.static
+        self.xla = xla_return(static)
+        self.scorer = CompletionScorer(static, self.env.unwrapped.k) if teach else None
         self.steps = []
+
+    def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
+        """The teacher's ``(move, policy target, value)`` at the current position."""
+        env = self.env.unwrapped
+        state = env.sim_state
+        times, best = self.scorer(state)
+        if prune_no_benefit and self.obs["buffer"][BENEFIT_NOW] <= 0.0:
+            times[:-1] = np.inf          # as the search: leave a buffer that saves nothing slow
+            best = len(times) - 1
+        policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
+                                        time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
+                                        scale=config.network.reward_scale,
+                                        temperature=config.train.teacher_temperature)
+        return best, policy, value
 
 
 class SelfPlay:
@@ -115,23 +174,32 @@ class SelfPlay:
         first = source.scenarios[0] if source.scenarios else source.generator(np.random.default_rng(0))
         self.actors = [Actor(make_env(first, config), rng) for rng in rngs]
         for actor in self.actors:
-            actor.start(source)
+            actor.start(source, config.train.teacher_fraction)
 
     def step(self, model: NetworkModel) -> list[tuple[GameRecord, Episode]]:
-        """One batched search and one move in every game; returns the games that ended."""
+        """One move in every game (one batched search for the games the teacher does not play);
+        returns the games that ended."""
         cfg = self.config
-        obs = stack_obs([a.obs for a in self.actors])
-        result = play(model, obs, config=cfg.search, num_simulations=cfg.search.num_simulations,
-                      rngs=[a.rng for a in self.actors])
+        moves: dict[int, tuple[int, np.ndarray, float]] = {}
+        searched = [i for i, a in enumerate(self.actors) if a.scorer is None]
+        if searched:
+            obs = stack_obs([self.actors[i].obs for i in searched])
+            result = play(model, obs, config=cfg.search, num_simulations=cfg.search.num_simulations,
+                          rngs=[self.actors[i].rng for i in searched])
+            for j, i in enumerate(searched):
+                moves[i] = (int(result.action[j]), result.policy[j], float(result.value[j]))
         finished = []
         for i, actor in enumerate(self.actors):
-            action = int(result.action[i])
+            if actor.scorer is not None:
+                action, policy, value = actor.teacher_move(cfg, cfg.search.prune_no_benefit)
+            else:
+                action, policy, value = moves[i]
             nxt, reward, done, _, _ = actor.env.unwrapped.step(action)
-            actor.steps.append((actor.obs, action, reward, float(result.value[i]), result.policy[i]))
+            actor.steps.append((actor.obs, action, reward, value, policy))
             actor.obs = nxt
             if done:
                 finished.append(self._finish(actor))
-                actor.start(self.source)
+                actor.start(self.source, cfg.train.teacher_fraction)
         return finished
 
     def _finish(self, actor: Actor) -> tuple[GameRecord, Episode]:
@@ -140,7 +208,8 @@ class SelfPlay:
         steps = actor.steps
         raw = np.array([s[2] for s in steps], np.float64)
         ret = float(raw.sum())
-        episode = Episode(actor.scenario.name, actor.key, len(steps), ret, actor.xla)
+        episode = Episode(actor.scenario.name, actor.key, len(steps), ret, actor.xla,
+                          teacher=actor.scorer is not None)
         if cfg.train.reward_mode == "self_competition":
             baseline = self.baselines.get(actor.key, actor.xla) if actor.key else actor.xla
             episode.reward = math.tanh((ret - baseline) / cfg.train.self_competition_temperature)

@@ -175,10 +175,15 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
 
 def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:
     out = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size}
-    if recent:
-        out["return_mean"] = float(np.mean([e.ret for e in recent]))
-        out["xla_return_mean"] = float(np.mean([e.xla_return for e in recent]))
-        out["beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in recent]))
+    played = [e for e in recent if not e.teacher]   # games of the search over the learned model
+    taught = [e for e in recent if e.teacher]
+    if played:
+        out["return_mean"] = float(np.mean([e.ret for e in played]))
+        out["xla_return_mean"] = float(np.mean([e.xla_return for e in played]))
+        out["beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in played]))
+    if taught:
+        out["teacher_games"] = len(taught)
+        out["teacher_beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in taught]))
     if losses:
         out["losses"] = {k: float(np.mean([d[k] for d in losses])) for k in losses[0]}
     return out
