@@ -186,3 +186,19 @@ def test_sb3_adapter_matches_dummy_vec_env():
             _assert_obs_equal(infos_a[i]["terminal_observation"], infos_b[i]["terminal_observation"], f"step {t}")
             np.testing.assert_array_equal(infos_a[i]["offsets"], infos_b[i]["offsets"])
     assert dones >= 10
+
+
+def test_kernel_arrays_are_the_live_episode_arrays():
+    env = MallocGameEnv(workload="mlp-train@1/8")
+    obs, _ = env.reset(seed=0)
+    arrays = env.kernel_arrays()
+    assert arrays.state is env.sim_state and arrays.static is env.static
+    np.testing.assert_array_equal(arrays.obs.action_mask, obs["action_mask"])
+    step = env.step_index
+    obs, *_ = env.step(env.k)                 # skip: the same state object advances
+    assert env.kernel_arrays().state is arrays.state and env.step_index == step + 1
+    np.testing.assert_array_equal(arrays.obs.action_mask, obs["action_mask"])
+    other = MallocGameEnv(workload="mlp-train@1/8")
+    other.share_compiled(env)
+    other.reset(seed=0)
+    assert other.static is env.static         # compiled once, shared

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -18,7 +18,7 @@ from .render import ascii_map, memory_map
 from .scenarios import Scenario, resolve, suite
 from .workloads import Workload
 
-__all__ = ["MallocGameEnv", "GameState", "INVALID_ACTION_MODES"]
+__all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
 
 INVALID_ACTION_MODES = ("skip", "terminate", "raise")
 _CACHE_SIZE = 128
@@ -29,6 +29,21 @@ class _Compiled:
     scenario: Scenario
     static: sim.Static
     norm: features.Norm
+
+
+class KernelArrays(NamedTuple):
+    """The live arrays the numba kernels of one episode work on (:meth:`MallocGameEnv.kernel_arrays`):
+    the compiled scenario, the simulator state, the feature normalisers, the kernels' scratch,
+    the occupancy image and the observation tables. Shared, not copies: a batched driver
+    (:mod:`mallocgym.vector`) steps many episodes in one kernel call through them; anything
+    else should use ``step``."""
+
+    static: sim.Static
+    state: sim.State
+    norm: features.Norm
+    scratch: features.Scratch
+    image: np.ndarray
+    obs: features.Obs
 
 
 @dataclass
@@ -373,6 +388,22 @@ class MallocGameEnv(gym.Env):
     def action_masks(self) -> np.ndarray:
         """Legal actions as bools (True = legal), the method sb3-contrib's MaskablePPO calls."""
         return self._obs.action_mask.astype(bool)
+
+    def kernel_arrays(self) -> KernelArrays:
+        """The current episode's live kernel arrays (valid until the next ``reset`` or
+        ``restore_state``)."""
+        c = self._compiled
+        return KernelArrays(c.static, self._state, c.norm, self._scratch, self._image, self._obs)
+
+    def kernel_stepped(self, count: int, done: bool) -> None:
+        """Record a step a batched driver made through :meth:`kernel_arrays`: the new position's
+        candidate count and whether the episode ended."""
+        self._count, self._done = int(count), bool(done)
+
+    def share_compiled(self, other: "MallocGameEnv") -> None:
+        """Use ``other``'s cache of compiled scenarios, so that envs stepped together compile
+        each scenario once."""
+        self._cache = other._cache
 
     # ------------------------------------------------------------------ search support
     def clone_state(self) -> GameState:

@@ -150,7 +150,7 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
         self.envs: list[MallocGameEnv] = [first]
         for _ in range(1, self.num_envs):
             env = MallocGameEnv(**env_kwargs)
-            env._cache = first._cache  # compile each scenario once for the whole batch
+            env.share_compiled(first)  # compile each scenario once for the whole batch
             self.envs.append(env)
         self.render_mode = first.render_mode
         self.k = first.k
@@ -162,12 +162,13 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
         n = self.num_envs
-        self._statics = _new_list(_uniform_static(first.static), n)
-        self._states = _new_list(first._state, n)
-        self._norms = _new_list(first._compiled.norm, n)
-        self._scratches = _new_list(first._scratch, n)
-        self._images = _new_list(first._image, n)
-        self._obses = _new_list(first._obs, n)
+        arrays = first.kernel_arrays()
+        self._statics = _new_list(_uniform_static(arrays.static), n)
+        self._states = _new_list(arrays.state, n)
+        self._norms = _new_list(arrays.norm, n)
+        self._scratches = _new_list(arrays.scratch, n)
+        self._images = _new_list(arrays.image, n)
+        self._obses = _new_list(arrays.obs, n)
         self._total_bytes = np.zeros(n)
         for i in range(n):
             self._refresh(i)
@@ -182,7 +183,7 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
         """Batch arrays in the per-game kernels' natural shapes (``self._tables``) and the flat
         views of them that observations are made of (``self._obs``, in the space's key order)."""
         self._tables = {key: np.zeros((self.num_envs, *arr.shape), dtype=arr.dtype)
-                        for key, arr in self.envs[0]._obs._asdict().items()}
+                        for key, arr in self.envs[0].kernel_arrays().obs._asdict().items()}
         return {key: self._tables[key].reshape(self.num_envs, *space.shape)
                 for key, space in self.single_observation_space.spaces.items()}
 
@@ -194,12 +195,13 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
     def _refresh(self, i: int) -> None:
         """After game ``i``'s reset: point the kernels' lists at its new arrays."""
         e = self.envs[i]
-        _set_item(self._statics, i, _uniform_static(e.static))
-        _set_item(self._states, i, e._state)
-        _set_item(self._norms, i, e._compiled.norm)
-        _set_item(self._scratches, i, e._scratch)
-        _set_item(self._images, i, e._image)
-        _set_item(self._obses, i, e._obs)
+        arrays = e.kernel_arrays()
+        _set_item(self._statics, i, _uniform_static(arrays.static))
+        _set_item(self._states, i, arrays.state)
+        _set_item(self._norms, i, arrays.norm)
+        _set_item(self._scratches, i, arrays.scratch)
+        _set_item(self._images, i, arrays.image)
+        _set_item(self._obses, i, arrays.obs)
         self._total_bytes[i] = float(e.workload.total_bytes)
 
     def _gather(self, rows: np.ndarray) -> None:
@@ -302,7 +304,7 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
                     self.k, a, active, self._terminate_invalid, rewards, terminated, invalid, counts)
         for env, count, done, stepped in zip(self.envs, counts.tolist(), terminated.tolist(), active.tolist()):
             if stepped:
-                env._count, env._done = count, done
+                env.kernel_stepped(count, done)
         if resetting.any():
             self.reset_games(np.flatnonzero(resetting))
         self._gather(self._all_rows)
