@@ -85,3 +85,12 @@ def test_bad_csv_through_the_console_script(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mallocgym.cli", "solve", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"mallocgym: error: {bad}: line 2: field 'size' = 'four' is not an integer"
+
+
+def test_bench_agent_list_keeps_agent_options_together():
+    from mallocgym.cli import split_agents
+
+    assert split_agents("xla, muzero:runs/a,sims=64,span=1 ,mcts,rollout:levels=2") == [
+        "xla", "muzero:runs/a,sims=64,span=1", "mcts", "rollout:levels=2"]
+    with pytest.raises(ValueError, match="sims=4"):
+        split_agents("sims=4,xla")

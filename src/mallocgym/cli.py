@@ -181,11 +181,29 @@ def _run_solve(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------- bench / eval
+def split_agents(text: str) -> list[str]:
+    """``"xla,muzero:DIR,sims=64,span=1,mcts"`` -> ``["xla", "muzero:DIR,sims=64,span=1", "mcts"]``:
+    a ``KEY=VALUE`` piece (no ``:``) is an option of the agent before it."""
+    agents: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if not piece:
+            continue
+        if "=" in piece and ":" not in piece:
+            if not agents:
+                raise ValueError(f"agent option {piece!r} comes before any agent in --agents {text!r}")
+            agents[-1] += "," + piece
+        else:
+            agents.append(piece)
+    return agents
+
+
 def _add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
     p.add_argument("--split", choices=["train", "test"], help="only this split")
     p.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
-    p.add_argument("--agents", default="all-slow,random,xla", help="comma-separated agents (default: %(default)s)")
+    p.add_argument("--agents", default="all-slow,random,xla",
+                   help="comma-separated agents; a KEY=VALUE piece is an option of the agent before it, "
+                        "as in xla,muzero:DIR,sims=64 (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write results.md, results.csv and results.json here")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
@@ -218,7 +236,7 @@ def _run_bench(args) -> int:
         return 0
     from .harness import bench, to_markdown, write_results
 
-    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    agents = split_agents(args.agents)
     results = bench(_select(args), agents, seed=args.seed)
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])

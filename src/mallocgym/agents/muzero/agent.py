@@ -111,5 +111,7 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     path, options, overrides = _parse(kind, arg)
     net, config, _ = load_network(path)
     mode = "simulator" if kind == "muzero-sim" else "learned"
-    return MuZeroAgent(net, config.with_overrides(overrides), mode=mode, name=kind, **options)
+    extra = arg.split(",")[1:]      # options name the agent, so variants stay apart in one bench
+    name = ",".join([kind, *extra])
+    return MuZeroAgent(net, config.with_overrides(overrides), mode=mode, name=name, **options)
 
