@@ -235,3 +235,16 @@ def test_teacher_games_play_the_rollout_algorithm():
     for a in records[0][0].actions:
         _, _, done, _, info = env.step(int(a))
     assert done and np.array_equal(info["offsets"], rollout.offsets)
+
+
+def test_teacher_epsilon_explores_but_keeps_the_teachers_targets():
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.teacher_epsilon=0.5"])
+    _, _, records = fill_replay(config, games=4, scenario=mlp_scenario(1))
+    off_target = 0
+    for record, _ in records:
+        legal = record.obs["action_mask"].astype(bool)
+        assert legal[np.arange(len(record)), record.actions].all()
+        # one-hot teacher targets; the move differs from the target where epsilon struck
+        assert np.all(record.policies.max(1) == 1.0)
+        off_target += int(np.sum(record.policies.argmax(1) != record.actions))
+    assert off_target > 0

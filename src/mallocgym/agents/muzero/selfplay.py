@@ -149,7 +149,9 @@ class Actor:
         self.steps = []
 
     def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
-        """The teacher's ``(move, policy target, value)`` at the current position."""
+        """``(move, policy target, value)`` at the current position: the teacher's targets; the
+        move is the teacher's, or with probability ``train.teacher_epsilon`` a uniformly random
+        legal one."""
         env = self.env.unwrapped
         state = env.sim_state
         times, best = self.scorer(state)
@@ -160,6 +162,9 @@ class Actor:
                                         time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
                                         scale=config.network.reward_scale,
                                         temperature=config.train.teacher_temperature)
+        eps = config.train.teacher_epsilon
+        if eps > 0 and self.rng.random() < eps:
+            best = int(self.rng.choice(np.flatnonzero(np.isfinite(times))))
         return best, policy, value
 
 
