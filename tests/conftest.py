@@ -1,9 +1,22 @@
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
 MINIMALLOC = DATA / "minimalloc"
+
+
+def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)):
+    """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
+    built here so the tests do not depend on the bundled suite."""
+    from mallocgym.hardware import profile
+    from mallocgym.scenarios import Scenario, capacity_for
+    from mallocgym.workloads.synthetic import mlp_training_step
+
+    workload = mlp_training_step(seed)
+    hw = profile("tpu-v4-like")
+    return Scenario(f"{workload.name}@{fraction}", workload, hw.with_capacity(capacity_for(workload, fraction, hw.alignment)))
 
 
 @pytest.fixture

@@ -1,7 +1,5 @@
 """The harness agents: simulator mode on the trap, checkpoints, factory options."""
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 import torch
@@ -13,19 +11,11 @@ from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.evaluate import evaluate
-from mallocgym.hardware import profile
-from mallocgym.scenarios import Scenario, capacity_for
-from mallocgym.workloads.synthetic import mlp_training_step
+from mallocgym.scenarios import Scenario
+
+from conftest import mlp_scenario
 
 torch.set_num_threads(1)
-
-
-def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)) -> Scenario:
-    """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
-    built here so the tests do not depend on the bundled suite."""
-    workload = mlp_training_step(seed)
-    hw = profile("tpu-v4-like")
-    return Scenario(f"{workload.name}@{fraction}", workload, hw.with_capacity(capacity_for(workload, fraction, hw.alignment)))
 
 SMALL = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidden=16",
                                        "network.memory_hidden=8", "search.eval_simulations=8"])

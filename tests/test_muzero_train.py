@@ -3,12 +3,11 @@
 import json
 import math
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 import torch
 
+from mallocgym import sim
 from mallocgym.agents import make_agent
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.checkpoint import load_checkpoint
@@ -17,26 +16,19 @@ from mallocgym.agents.muzero.learner import Learner
 from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.replay import Replay, nstep_returns
-from mallocgym import sim
 from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_targets
-from mallocgym.agents.search import CompletionScorer
-from mallocgym.heuristics import complete
 from mallocgym.agents.muzero.train import main, train
+from mallocgym.agents.search import CompletionScorer
 from mallocgym.evaluate import evaluate
-from mallocgym.hardware import profile
-from mallocgym.scenarios import Scenario, capacity_for
+from mallocgym.heuristics import complete
 from mallocgym.workloads import save
 from mallocgym.workloads.synthetic import mlp_training_step
+
+from conftest import mlp_scenario
 
 torch.set_num_threads(1)
 
 
-def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)) -> Scenario:
-    """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
-    built here so the tests do not depend on the bundled suite."""
-    workload = mlp_training_step(seed)
-    hw = profile("tpu-v4-like")
-    return Scenario(f"{workload.name}@{fraction}", workload, hw.with_capacity(capacity_for(workload, fraction, hw.alignment)))
 
 TINY = MuZeroConfig().with_overrides([
     "network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8",

@@ -56,6 +56,11 @@ def _check_common(cfg) -> None:
         raise ValueError(f"time_limit must be > 0 seconds or None, got {cfg.time_limit}")
 
 
+def _check_max_completions(cfg) -> None:
+    if cfg.max_completions is not None and cfg.max_completions < 1:
+        raise ValueError(f"max_completions must be >= 1 or None, got {cfg.max_completions}")
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
     """Rollout with XLA-like completions.
@@ -77,8 +82,7 @@ class RolloutConfig:
         _check_common(self)
         if self.levels not in (1, 2):
             raise ValueError(f"levels must be 1 or 2, got {self.levels}")
-        if self.max_completions is not None and self.max_completions < 1:
-            raise ValueError(f"max_completions must be >= 1 or None, got {self.max_completions}")
+        _check_max_completions(self)
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,7 @@ class BeamConfig:
         _check_common(self)
         if self.width < 1:
             raise ValueError(f"width must be >= 1, got {self.width}")
-        if self.max_completions is not None and self.max_completions < 1:
-            raise ValueError(f"max_completions must be >= 1 or None, got {self.max_completions}")
+        _check_max_completions(self)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,6 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     path, options, overrides = _parse(kind, arg)
     net, config, _ = load_network(path)
     mode = "simulator" if kind == "muzero-sim" else "learned"
-    extra = arg.split(",")[1:]      # options name the agent, so variants stay apart in one bench
-    name = ",".join([kind, *extra])
+    name = kind + arg[len(path):]    # options name the agent, so variants stay apart in one bench
     return MuZeroAgent(net, config.with_overrides(overrides), mode=mode, name=name, **options)
 

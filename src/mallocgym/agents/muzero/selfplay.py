@@ -26,7 +26,7 @@ from ...scenarios import Scenario
 from ..search import CompletionScorer
 from .agent import make_env
 from .config import MuZeroConfig
-from .mcts import BENEFIT_NOW, NetworkModel, play
+from .mcts import NetworkModel, effective_legal, play
 from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
@@ -155,9 +155,11 @@ class Actor:
         env = self.env.unwrapped
         state = env.sim_state
         times, best = self.scorer(state)
-        if prune_no_benefit and self.obs["buffer"][BENEFIT_NOW] <= 0.0:
-            times[:-1] = np.inf          # as the search: leave a buffer that saves nothing slow
-            best = len(times) - 1
+        batch = {key: self.obs[key][None] for key in ("action_mask", "buffer")}
+        legal = effective_legal(batch, prune_no_benefit=prune_no_benefit)[0]   # the search's rule
+        times[~legal] = np.inf
+        if not legal[best]:
+            best = int(np.argmin(times))   # pruned: skip is the only legal move
         policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
                                         time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
                                         scale=config.network.reward_scale,
