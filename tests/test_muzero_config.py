@@ -25,6 +25,7 @@ def test_defaults_round_trip_through_dict():
     (lambda: TrainConfig(min_replay=10, replay_capacity=5), "train.min_replay"),
     (lambda: TrainConfig(teacher_fraction=1.5), "train.teacher_fraction"),
     (lambda: TrainConfig(teacher_temperature=-1.0), "teacher_temperature"),
+    (lambda: TrainConfig(teacher_margin=1.5), "train.teacher_margin"),
     (lambda: TrainConfig(teacher_fraction=0.5, reward_mode="self_competition"), "train.teacher_fraction"),
 ])
 def test_bad_values_name_the_field(make, field):

@@ -16,7 +16,7 @@ from mallocgym.agents.muzero.learner import Learner
 from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.replay import Replay, nstep_returns
-from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_targets
+from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_choice, teacher_targets
 from mallocgym.agents.muzero.train import main, train
 from mallocgym.agents.search import CompletionScorer
 from mallocgym.evaluate import evaluate
@@ -184,6 +184,34 @@ def test_teacher_targets_hand_worked():
     assert policy[2] == 0.0
     with pytest.raises(ValueError, match="not a legal action"):
         teacher_targets(times, 2, time_now=150.0, time_all_slow=200.0, scale=100.0, temperature=0.0)
+
+
+def test_teacher_choice_hand_worked():
+    times = np.array([100.0, 99.0, np.inf, 98.5])   # XLA-like's move (0) ends at 100
+    assert teacher_choice(times, 0, 0.0) == 3        # the rollout's move: skip saves 1.5 %
+    assert teacher_choice(times, 0, 0.01) == 3       # 98.5 < 100 * 0.99
+    assert teacher_choice(times, 0, 0.015) == 0      # 98.5 is not < 98.5: XLA-like's move kept
+    assert teacher_choice(times, 0, 0.5) == 0
+    assert teacher_choice(np.array([100.0, 100.0, 100.0]), 2, 0.0) == 2   # ties keep the base
+    with pytest.raises(ValueError, match="not a legal action"):
+        teacher_choice(times, 2, 0.0)
+
+
+def test_teacher_with_a_large_margin_plays_xla_like():
+    """No move saves half the program time: the teacher keeps XLA-like's move everywhere, so its
+    game ends with XLA-like's mapping and its targets are XLA-like's moves."""
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.teacher_margin=0.5"])
+    scenario = mlp_scenario(1)
+    _, _, records = fill_replay(config, games=2, scenario=scenario)
+    xla = make_agent("xla").solve(scenario)
+    for record, episode in records:
+        assert episode.ret == pytest.approx(episode.xla_return, abs=1e-12)
+        np.testing.assert_allclose(record.policies[np.arange(len(record)), record.actions], 1.0)
+        env = make_env(scenario, config).unwrapped
+        env.reset(options={"workload": scenario})
+        for a in record.actions:
+            _, _, done, _, info = env.step(int(a))
+        assert done and np.array_equal(info["offsets"], xla.offsets)
 
 
 def test_completion_scorer_matches_stepping_the_env_and_finishing_with_xla():

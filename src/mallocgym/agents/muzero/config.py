@@ -220,6 +220,9 @@ class TrainConfig:
         ``max_a Q(a)`` and the policy below (0: pure self-play, as MuZero).
       teacher_temperature: the teacher's policy target is ``softmax(Q / teacher_temperature)``
         over legal actions (value units); 0 gives a one-hot target on its move.
+      teacher_margin: the teacher keeps XLA-like's move (best fit, or skip) unless another
+        action's completion is shorter by more than this fraction of XLA-like's
+        (``mallocgym.agents.muzero.selfplay.teacher_choice``; 0: the rollout algorithm's move).
       teacher_epsilon: in teacher games, the probability of playing a uniformly random legal
         move instead of the teacher's (the targets stay the teacher's), so that the learned
         dynamics also see the effects of moves the teacher would not play.
@@ -253,6 +256,7 @@ class TrainConfig:
     teacher_fraction: float = 0.0
     teacher_temperature: float = 0.0
     teacher_epsilon: float = 0.0
+    teacher_margin: float = 0.0
     reward_mode: str = "dense"
     self_competition_ema: float = 0.9
     self_competition_temperature: float = 0.01
@@ -269,7 +273,7 @@ class TrainConfig:
         _unit("train", generator_fraction=self.generator_fraction, priority_alpha=self.priority_alpha,
               priority_beta=self.priority_beta, reanalyse_fraction=self.reanalyse_fraction,
               self_competition_ema=self.self_competition_ema, teacher_fraction=self.teacher_fraction,
-              teacher_epsilon=self.teacher_epsilon)
+              teacher_epsilon=self.teacher_epsilon, teacher_margin=self.teacher_margin)
         if (self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0
                 or self.consistency_weight < 0 or self.teacher_temperature < 0):
             raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight and "

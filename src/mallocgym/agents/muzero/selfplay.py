@@ -31,7 +31,7 @@ from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
 __all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator",
-           "teacher_targets"]
+           "teacher_targets", "teacher_choice"]
 
 
 def xla_return(static: sim.Static) -> float:
@@ -39,6 +39,24 @@ def xla_return(static: sim.Static) -> float:
     state = sim.new_state(static)
     time = sim.run_greedy(static, state, True)
     return 1.0 - time / float(static.params[sim.TIME_ALL_SLOW])
+
+
+def teacher_choice(times: np.ndarray, base: int, margin: float) -> int:
+    """The teacher's move: the first minimum of ``times`` (``inf``: illegal), unless it saves
+    no more than ``margin`` (relative) over XLA-like's own move ``base``, which is then kept.
+
+    ``margin = 0`` is the rollout algorithm (``base`` on exact ties only). A positive margin
+    makes the teacher leave XLA-like's move only where that matters: most positions of a
+    program have no such move, and near-ties between actions (differences of a few
+    parts per million of the program time) are not worth imitating.
+    """
+    times = np.asarray(times, np.float64)
+    if not np.isfinite(times[base]):
+        raise ValueError(f"XLA-like's move {base} is not a legal action")
+    best = int(np.argmin(times))
+    if times[best] < times[base] * (1.0 - margin):
+        return best
+    return int(base)
 
 
 def teacher_targets(times: np.ndarray, best: int, *, time_now: float, time_all_slow: float, scale: float,
@@ -150,16 +168,16 @@ class Actor:
 
     def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
         """``(move, policy target, value)`` at the current position: the teacher's targets; the
-        move is the teacher's, or with probability ``train.teacher_epsilon`` a uniformly random
+        move is the teacher's (:func:`teacher_choice` with ``train.teacher_margin``), or with probability ``train.teacher_epsilon`` a uniformly random
         legal one."""
         env = self.env.unwrapped
         state = env.sim_state
-        times, best = self.scorer(state)
+        times, _ = self.scorer(state)
         batch = {key: self.obs[key][None] for key in ("action_mask", "buffer")}
         legal = effective_legal(batch, prune_no_benefit=prune_no_benefit)[0]   # the search's rule
         times[~legal] = np.inf
-        if not legal[best]:
-            best = int(np.argmin(times))   # pruned: skip is the only legal move
+        base = 0 if legal[0] else len(times) - 1   # XLA-like's move: best fit, else skip
+        best = teacher_choice(times, base, config.train.teacher_margin)
         policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
                                         time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
                                         scale=config.network.reward_scale,
