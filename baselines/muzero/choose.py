@@ -1,0 +1,86 @@
+"""Pick a mallocMuZero checkpoint without the test split.
+
+Each candidate (an agent spec such as ``muzero:runs/a`` or ``muzero:runs/a,sims=1``) plays the
+bundled suite's **train** split and a **validation** set of held-out generated programs, and is
+scored by its wins minus losses against XLA-like over both (ties: the higher geometric-mean
+speedup). The validation programs come from the workload generator's ``medium`` preset
+(300-800 buffers, larger than the ``small`` programs training draws) at fixed seeds that
+training never draws in practice (it draws seeds uniformly from ``[0, 2**31)``), at 1/8 and
+1/2 of peak live bytes.
+
+    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--out FILE.json]
+
+Prints one line per candidate and the chosen one; ``--out`` also writes every result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from fractions import Fraction
+
+from mallocgym import scenarios
+from mallocgym.agents import make_agent
+from mallocgym.harness import bench
+
+VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
+
+
+def validation_set() -> list:
+    """Twelve held-out generated scenarios: six ``medium`` programs at 1/8 and 1/2."""
+    from mallocgym.workloads.generator import WorkloadGenerator
+
+    gen = WorkloadGenerator("medium")
+    return [gen.scenario(seed, f) for seed in VALIDATION_SEEDS for f in (Fraction(1, 8), Fraction(1, 2))]
+
+
+def score(rows: list[dict], agent: str) -> dict:
+    """Wins, losses and geomean of ``agent`` against ``xla`` over the scenarios in ``rows``."""
+    xla = {r["scenario"]: r["speedup"] for r in rows if r["agent"] == "xla"}
+    mine = {r["scenario"]: r["speedup"] for r in rows if r["agent"] == agent}
+    wins = sum(mine[s] > xla[s] * (1 + 1e-9) for s in mine)
+    losses = sum(mine[s] < xla[s] * (1 - 1e-9) for s in mine)
+    geo = math.exp(sum(math.log(v) for v in mine.values()) / len(mine))
+    return {"wins": wins, "losses": losses, "geomean": geo, "n": len(mine)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("candidates", nargs="+", help="agent specs, e.g. muzero:runs/a or muzero:runs/a,sims=1")
+    p.add_argument("--out", help="write all results (JSON) here")
+    args = p.parse_args(argv)
+    if len(set(args.candidates)) != len(args.candidates):
+        raise SystemExit(f"candidates must be distinct, got {args.candidates}")
+    agents = [make_agent("xla")]
+    for spec in args.candidates:
+        agents.append(make_agent(spec))
+        agents[-1].name = spec   # runs in different folders share the agent name "muzero"
+    names = list(args.candidates)
+    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set()}
+    rows = {name: [r.to_dict(with_offsets=False) for r in bench(sc, agents)] for name, sc in sets.items()}
+    table = []
+    for spec, name in zip(args.candidates, names):
+        parts = {k: score(v, name) for k, v in rows.items()}
+        total = sum(s["wins"] - s["losses"] for s in parts.values())
+        geo = math.exp(sum(math.log(s["geomean"]) * s["n"] for s in parts.values())
+                       / sum(s["n"] for s in parts.values()))
+        table.append((total, geo, spec, parts))
+        print(f"{spec}: score {total:+d} (geomean {geo:.4f}); "
+              + "; ".join(f"{k} {s['wins']} wins / {s['losses']} losses, geomean {s['geomean']:.4f}"
+                          for k, s in parts.items()))
+    xla_geo = {k: score(v, "xla")["geomean"] for k, v in rows.items()}
+    print("xla geomean: " + ", ".join(f"{k} {g:.4f}" for k, g in xla_geo.items()))
+    best = max(table, key=lambda t: (t[0], t[1]))
+    print(f"chosen: {best[2]}")
+    if args.out:
+        from mallocgym._files import atomic_write
+
+        with atomic_write(args.out) as f:
+            json.dump({"rows": rows, "chosen": best[2], "scores": {t[2]: t[3] for t in table}}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
