@@ -13,7 +13,7 @@ from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.checkpoint import load_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.learner import Learner
-from mallocgym.agents.muzero.mcts import NetworkModel
+from mallocgym.agents.muzero.mcts import NetworkModel, effective_legal
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.replay import Replay, nstep_returns
 from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_choice, teacher_targets
@@ -255,6 +255,31 @@ def test_teacher_games_play_the_rollout_algorithm():
     for a in records[0][0].actions:
         _, _, done, _, info = env.step(int(a))
     assert done and np.array_equal(info["offsets"], rollout.offsets)
+
+
+def test_teacher_values_equal_fresh_scores_at_every_position():
+    """The teacher reuses the previous move's score on single-move positions; its stored values
+    must equal a fresh CompletionScorer's at every position of its games."""
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.teacher_epsilon=0.3"])
+    scenario = mlp_scenario(2)
+    _, _, records = fill_replay(config, games=3, scenario=scenario)
+    env = make_env(scenario, config).unwrapped
+    scorer = CompletionScorer(env.static, env.k)
+    tas = float(env.static.params[sim.TIME_ALL_SLOW])
+    single = 0
+    for record, _ in records:
+        obs, _ = env.reset(options={"workload": scenario})
+        for t, a in enumerate(record.actions):
+            legal = effective_legal({k: obs[k][None] for k in ("action_mask", "buffer")},
+                                    prune_no_benefit=config.search.prune_no_benefit)[0]
+            single += int(legal.sum() == 1)
+            times, _ = scorer(env.sim_state)
+            times[~legal] = np.inf
+            best = int(record.policies[t].argmax())
+            q = config.network.reward_scale * (float(env.sim_state.totals[sim.TIME]) - times[best]) / tas
+            assert record.values[t] == pytest.approx(q, rel=1e-5, abs=1e-5)
+            obs, _, _, _, _ = env.step(int(a))
+    assert single > 0   # the reuse was exercised
 
 
 def test_teacher_epsilon_explores_but_keeps_the_teachers_targets():

@@ -154,6 +154,7 @@ class Actor:
     xla: float = 0.0
     steps: list = field(default_factory=list)
     scorer: CompletionScorer | None = None   # set while the teacher plays this game
+    known: float | None = None               # teacher: XLA-like's completion time from here, if known
 
     def start(self, source: ScenarioSource, teacher_fraction: float = 0.0) -> None:
         """Begin a new game on a scenario drawn with this actor's generator; the teacher plays
@@ -164,6 +165,7 @@ class Actor:
         static = self.env.unwrapped.static
         self.xla = xla_return(static)
         self.scorer = CompletionScorer(static, self.env.unwrapped.k) if teach else None
+        self.known = None
         self.steps = []
 
     def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
@@ -172,10 +174,15 @@ class Actor:
         legal one."""
         env = self.env.unwrapped
         state = env.sim_state
-        times, _ = self.scorer(state)
         batch = {key: self.obs[key][None] for key in ("action_mask", "buffer")}
         legal = effective_legal(batch, prune_no_benefit=prune_no_benefit)[0]   # the search's rule
-        times[~legal] = np.inf
+        if legal.sum() == 1 and self.known is not None:
+            # one move (skip, which is XLA-like's move here too): its completion is the one the
+            # previous move's score already holds, no need to rerun all K + 1
+            times = np.where(legal, self.known, np.inf)
+        else:
+            times, _ = self.scorer(state)
+            times[~legal] = np.inf
         base = 0 if legal[0] else len(times) - 1   # XLA-like's move: best fit, else skip
         best = teacher_choice(times, base, config.train.teacher_margin)
         policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
@@ -185,6 +192,7 @@ class Actor:
         eps = config.train.teacher_epsilon
         if eps > 0 and self.rng.random() < eps:
             best = int(self.rng.choice(np.flatnonzero(np.isfinite(times))))
+        self.known = float(times[best])   # XLA-like's completion from the next position
         return best, policy, value
 
 
