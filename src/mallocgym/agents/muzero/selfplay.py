@@ -170,8 +170,8 @@ class Actor:
 
     def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
         """``(move, policy target, value)`` at the current position: the teacher's targets; the
-        move is the teacher's (:func:`teacher_choice` with ``train.teacher_margin``), or with probability ``train.teacher_epsilon`` a uniformly random
-        legal one."""
+        move is the teacher's (:func:`teacher_choice` with ``train.teacher_margin``), or with
+        probability ``train.teacher_epsilon`` a uniformly random legal one."""
         env = self.env.unwrapped
         state = env.sim_state
         batch = {key: self.obs[key][None] for key in ("action_mask", "buffer")}
