@@ -19,28 +19,24 @@ from mallocgym import scenarios, sim
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.mcts import effective_legal
-from mallocgym.agents.muzero.selfplay import teacher_choice
-from mallocgym.agents.search import CompletionScorer
+from mallocgym.agents.muzero.selfplay import Actor, ScenarioSource, xla_move
 
 
 def play_teacher(scenario, margin: float, config: MuZeroConfig) -> tuple[float, int]:
-    """The teacher's game on ``scenario``: ``(speedup, departures from XLA-like's move)``."""
-    env = make_env(scenario, config)
-    obs, _ = env.reset(seed=0)
-    u = env.unwrapped
-    scorer = CompletionScorer(u.static, u.k)
+    """The teacher's game on ``scenario`` (``Actor.teacher_move``, as in training):
+    ``(speedup, departures from XLA-like's move)``."""
+    config = config.with_overrides([f"train.teacher_margin={margin!r}", "train.teacher_fraction=1.0"])
+    actor = Actor(make_env(scenario, config), np.random.default_rng(0))
+    actor.start(ScenarioSource([scenario], None, 0.0), 1.0)
+    u = actor.env.unwrapped
+    prune = config.search.prune_no_benefit
     departures, done = 0, False
     while not done:
-        legal = effective_legal({k: obs[k][None] for k in ("action_mask", "buffer")},
-                                prune_no_benefit=config.search.prune_no_benefit)[0]
-        base = 0 if legal[0] else len(legal) - 1
-        action = base
-        if legal.sum() > 1:
-            times, _ = scorer(u.sim_state)
-            times[~legal] = np.inf
-            action = teacher_choice(times, base, margin)
-        departures += action != base
-        obs, _, done, _, _ = env.step(action)
+        legal = effective_legal({k: actor.obs[k][None] for k in ("action_mask", "buffer")},
+                                prune_no_benefit=prune)[0]
+        action, _, _ = actor.teacher_move(config, prune)
+        departures += action != xla_move(legal)
+        actor.obs, _, done, _, _ = u.step(action)
     return float(u.static.params[sim.TIME_ALL_SLOW] / u.sim_state.totals[sim.TIME]), departures
 
 

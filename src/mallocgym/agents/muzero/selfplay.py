@@ -31,7 +31,7 @@ from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
 __all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator",
-           "teacher_targets", "teacher_choice"]
+           "teacher_targets", "teacher_choice", "xla_move"]
 
 
 def xla_return(static: sim.Static) -> float:
@@ -39,6 +39,12 @@ def xla_return(static: sim.Static) -> float:
     state = sim.new_state(static)
     time = sim.run_greedy(static, state, True)
     return 1.0 - time / float(static.params[sim.TIME_ALL_SLOW])
+
+
+def xla_move(legal: np.ndarray) -> int:
+    """XLA-like's move among the search's legal actions (``effective_legal``): the best-fit
+    candidate (action 0) when it is legal, else skip (the last action)."""
+    return 0 if legal[0] else len(legal) - 1
 
 
 def teacher_choice(times: np.ndarray, base: int, margin: float) -> int:
@@ -183,8 +189,7 @@ class Actor:
         else:
             times, _ = self.scorer(state)
             times[~legal] = np.inf
-        base = 0 if legal[0] else len(times) - 1   # XLA-like's move: best fit, else skip
-        best = teacher_choice(times, base, config.train.teacher_margin)
+        best = teacher_choice(times, xla_move(legal), config.train.teacher_margin)
         policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
                                         time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
                                         scale=config.network.reward_scale,
