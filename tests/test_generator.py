@@ -1,5 +1,8 @@
 from fractions import Fraction
 
+import hashlib
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -33,7 +36,7 @@ def generated():
     (dict(buffers=(10, 5)), r"GeneratorConfig.buffers must be a pair"),
     (dict(buffers=(0, 5)), r"GeneratorConfig.buffers must be a pair"),
     (dict(buffers=(1.5, 5)), r"GeneratorConfig.buffers must be a pair"),
-    (dict(families=("rnn",)), r"GeneratorConfig.families must be distinct names"),
+    (dict(families=("gnn",)), r"GeneratorConfig.families must be distinct names"),
     (dict(families=()), r"GeneratorConfig.families must be distinct names"),
     (dict(optimizers=("adam", "adam")), r"GeneratorConfig.optimizers must be distinct names"),
     (dict(training=1.5), r"GeneratorConfig.training must be a probability"),
@@ -111,6 +114,97 @@ def test_block_counts_predict_the_buffer_count():
     for seed in range(4):
         plan = generator._draw(preset("small"), seed)
         assert plan.counts(4).tolist() == [plan.program(k).p.num_buffers for k in range(1, 5)]
+
+
+def _digest(workloads) -> str:
+    h = hashlib.sha256()
+    for w in workloads:
+        h.update("|".join((w.name,) + w.buffer_names + w.op_names).encode())
+        for k in ARRAYS:
+            h.update(np.ascontiguousarray(getattr(w, k), dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def test_default_families_reproduce_the_workloads_from_before_unet_and_rnn():
+    # digest of generate("small", 0..7) computed with the generator before the U-Net and RNN
+    # families (and the pooling, concatenation and use-counted eager updates) were added
+    assert generator.DEFAULT_FAMILIES == preset("small").families == ("transformer", "cnn", "mlp")
+    assert _digest(generate("small", s) for s in range(8)) == \
+        "c8cbd913c77e1fb16dea399e6db05c4756d0a632632513134265442c1f4bf41c"
+
+
+def _rnn(*, training: bool, steps: int, eager: bool = False):
+    fam = generator._RNN.__new__(generator._RNN)
+    fam.hidden, fam.rows, fam.features, fam.layers, fam.classes = 4, 8, 2, 1, 10
+    prog = generator._Program("rnn", dtype=2, training=training, optimizer="sgd", eager_update=eager)
+    fam.emit(prog, [{}] * steps)
+    prog.finish()
+    return prog.p.build()
+
+
+def test_lstm_inference_by_hand():
+    w = _rnn(training=False, steps=2)
+    assert w.op_names == ("t0.l0.gates.dot", "t0.l0.cell", "t1.l0.gates.dot", "t1.l0.cell", "head.dot")
+    # gates: 2 * rows * (features + hidden) * 4 hidden; cell: 10 flops and 5 transcendentals per state
+    assert w.flops.tolist() == [2 * 8 * 6 * 16, 10 * 32, 2 * 8 * 6 * 16, 10 * 32, 2 * 8 * 4 * 10]
+    assert w.transcendentals.tolist() == [0, 5 * 32, 0, 5 * 32, 0]
+    sizes = dict(zip(w.buffer_names, w.size.tolist()))
+    assert sizes["l0.wx"] == 2 * 16 * 2 and sizes["l0.wh"] == 4 * 16 * 2 and sizes["l0.b"] == 16 * 2
+    assert sizes["t0.l0.gates"] == 8 * 16 * 2 and sizes["t0.l0.c"] == 8 * 4 * 4 and sizes["t0.l0.h"] == 8 * 4 * 2
+    live = {n: (int(a), int(b)) for n, a, b in zip(w.buffer_names, w.start, w.end)}
+    # weights are shared by both steps; step 0's hidden state feeds step 1's gates (op 2), its
+    # cell state step 1's cell update (op 3)
+    assert live["l0.wx"] == live["l0.wh"] == (0, 2)
+    assert live["t0.l0.h"] == (1, 2) and live["t0.l0.c"] == (1, 3) and live["t0.l0.gates"] == (0, 1)
+
+
+def test_lstm_backward_through_time_sums_shared_gradients_before_the_eager_update():
+    w = _rnn(training=True, steps=3, eager=True)
+    ops = list(w.op_names)
+    # one dW op per step, summed twice, and only then the (eager) update of the shared weight
+    dw = [i for i, n in enumerate(ops) if n.endswith(".gates.dot.dw")]
+    assert [ops[i] for i in dw] == ["t2.l0.gates.dot.dw", "t1.l0.gates.dot.dw", "t0.l0.gates.dot.dw"]
+    assert ops.count("d.l0.wx.accumulate") == 2 and ops.count("d.l0.wh.accumulate") == 2
+    assert ops.index("sgd.l0.wx") > dw[-1] and ops.index("sgd.l0.wx") > max(
+        i for i, n in enumerate(ops) if n == "d.l0.wx.accumulate")
+    # the hidden state's gradient flows back from step 2 to step 0 (h0 is an input: none)
+    names = list(w.buffer_names)
+    assert "d.t1.l0.h" in names and "d.t0.l0.h" in names and "d.l0.h0" not in names
+
+
+def test_unet_keeps_each_level_live_until_its_decoder_and_concatenates():
+    cfg = replace(preset("small"), families=("unet",), training=0.0)
+    w = generate(cfg, 4)
+    assert "-unet-infer-" in w.name
+    names = list(w.buffer_names)
+    ops = list(w.op_names)
+    levels = sorted(int(n[len("down"):].split(".")[0]) for n in names if n.startswith("down") and n.endswith("maxpool.y"))
+    assert levels == list(range(len(levels))) and len(levels) >= 1
+    for i in levels:
+        kept = max((j for j, n in enumerate(names) if n.startswith("stem." if i == 0 else f"down{i - 1}.")
+                    and n.endswith(".relu.y")), key=lambda j: names[j])  # the level's last conv output
+        cat = names.index(f"up{i}.concat.y")
+        up = names.index(f"up{i}.deconv.y")
+        assert w.size[cat] == w.size[up] + w.size[kept]  # concatenation along channels
+        assert w.end[kept] == ops.index(f"up{i}.concat")  # live from the encoder to the decoder
+        assert w.size[names.index(f"down{i}.maxpool.y")] * 4 >= w.size[kept]  # 2x2 pooling
+
+
+@pytest.mark.parametrize("family", ["unet", "rnn"])
+def test_new_families_are_valid_scenarios_in_the_preset_ranges(family):
+    for name in ("small", "medium"):
+        cfg = replace(preset(name), families=(family,))
+        lo, hi = cfg.buffers
+        modes = set()
+        for seed in range(6):
+            w = generate(cfg, seed)
+            assert w.name.startswith(f"gen-{name}-{family}-")
+            assert lo <= w.num_buffers <= hi, (w.name, w.num_buffers)
+            modes.add("-train-" in w.name)
+            s = WorkloadGenerator(cfg).scenario(seed, Fraction(1, 8))
+            ev = evaluate(s.workload, xla_like(s), s.hardware)
+            assert ev.speedup >= 1.0 and ev.placed_bytes_fraction > 0
+        assert modes == {True, False}
 
 
 # --------------------------------------------------------------------------------- generate

@@ -6,9 +6,10 @@ scored by its wins minus losses against XLA-like over both (ties: the higher geo
 speedup). The validation programs come from the workload generator's ``medium`` preset
 (300-800 buffers, larger than the ``small`` programs training draws) at fixed seeds that
 training never draws in practice (it draws seeds uniformly from ``[0, 2**31)``), at 1/8 and
-1/2 of peak live bytes.
+1/2 of peak live bytes: by default six programs of the preset's own family draw; with
+``--families`` two programs of each named family.
 
-    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--out FILE.json]
+    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--families unet,rnn] [--out FILE.json]
 
 Prints one line per candidate and the chosen one; ``--out`` also writes every result.
 """
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from fractions import Fraction
 
 from mallocgym import scenarios
@@ -28,12 +30,17 @@ from mallocgym.harness import bench
 VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
 
 
-def validation_set() -> list:
-    """Twelve held-out generated scenarios: six ``medium`` programs at 1/8 and 1/2."""
-    from mallocgym.workloads.generator import WorkloadGenerator
+def validation_set(families: list[str] | None = None) -> list:
+    """Held-out generated scenarios at 1/8 and 1/2: six ``medium`` programs of the preset's
+    family draw (twelve scenarios) or, with ``families``, two programs of each family."""
+    from mallocgym.workloads.generator import WorkloadGenerator, preset
 
-    gen = WorkloadGenerator("medium")
-    return [gen.scenario(seed, f) for seed in VALIDATION_SEEDS for f in (Fraction(1, 8), Fraction(1, 2))]
+    if not families:
+        gens = [(WorkloadGenerator("medium"), VALIDATION_SEEDS)]
+    else:
+        gens = [(WorkloadGenerator(replace(preset("medium"), families=(f,))), VALIDATION_SEEDS[:2])
+                for f in families]
+    return [gen.scenario(seed, f) for gen, seeds in gens for seed in seeds for f in (Fraction(1, 8), Fraction(1, 2))]
 
 
 def score(rows: list[dict], agent: str) -> dict:
@@ -49,8 +56,12 @@ def score(rows: list[dict], agent: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("candidates", nargs="+", help="agent specs, e.g. muzero:runs/a or muzero:runs/a,sims=1")
+    p.add_argument("--families", default="",
+                   help="validate on two medium programs of each of these comma-separated generator families "
+                        "(default: six programs of the preset's family draw)")
     p.add_argument("--out", help="write all results (JSON) here")
     args = p.parse_args(argv)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
     if len(set(args.candidates)) != len(args.candidates):
         raise SystemExit(f"candidates must be distinct, got {args.candidates}")
     agents = [make_agent("xla")]
@@ -58,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         agents.append(make_agent(spec))
         agents[-1].name = spec   # runs in different folders share the agent name "muzero"
     names = list(args.candidates)
-    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set()}
+    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set(families)}
     rows = {name: [r.to_dict(with_offsets=False) for r in bench(sc, agents)] for name, sc in sets.items()}
     table = []
     for spec, name in zip(args.candidates, names):

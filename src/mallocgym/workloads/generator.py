@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import operator
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Iterator
 
@@ -33,10 +33,13 @@ from ..hardware import Hardware, profile
 from .builder import ProgramBuilder
 from .core import Workload
 
-__all__ = ["GeneratorConfig", "preset", "PRESETS", "FAMILIES", "OPTIMIZERS", "generate",
+__all__ = ["GeneratorConfig", "preset", "PRESETS", "FAMILIES", "DEFAULT_FAMILIES", "OPTIMIZERS", "generate",
            "WorkloadGenerator", "planted", "workload_stats"]
 
-FAMILIES = ("transformer", "cnn", "mlp")
+FAMILIES = ("transformer", "cnn", "mlp", "unet", "rnn")
+# the presets' and GeneratorConfig's default: the first three families, so that every seed still
+# gives the workload it gave before U-Nets and RNNs were added (published runs stay reproducible)
+DEFAULT_FAMILIES = ("transformer", "cnn", "mlp")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 _MAX_BLOCKS = 4096
 
@@ -64,7 +67,8 @@ class GeneratorConfig:
         ``gen-small-mlp-infer-s5``).
       buffers: target number of buffers; the network gets as many blocks as fit the target
         drawn uniformly from this range (one block is the minimum).
-      families: network families to draw from: ``"transformer"``, ``"cnn"``, ``"mlp"``.
+      families: network families to draw from: ``"transformer"``, ``"cnn"``, ``"mlp"``,
+        ``"unet"``, ``"rnn"`` (default: the first three, as before the last two were added).
       training: probability of a training step (forward, backward, update); otherwise an
         inference step (forward only).
       optimizers: update rules to draw from for training steps: ``"sgd"`` (no state),
@@ -81,7 +85,7 @@ class GeneratorConfig:
 
     name: str = "gen"
     buffers: tuple[int, int] = (300, 800)
-    families: tuple[str, ...] = FAMILIES
+    families: tuple[str, ...] = DEFAULT_FAMILIES
     training: float = 0.75
     optimizers: tuple[str, ...] = OPTIMIZERS
     width: tuple[int, int] = (512, 2048)
@@ -175,6 +179,9 @@ class _Program:
         self.param_block: dict[int, int] = {}
         self.grads: dict[int, _T] = {}
         self.updated: set[int] = set()
+        self.uses: dict[int, int] = {}  # forward ops reading each weight
+        self.contributions: dict[int, int] = {}  # gradient contributions each weight has had
+        self.in_backward = False
 
     # -- buffers
     def tensor(self, name: str, elems: int, *, grad: bool | None = None, bytes_per: int | None = None,
@@ -199,6 +206,10 @@ class _Program:
         return self.tensor(name, elems, grad=False, bytes_per=bytes_per, parameter=True)
 
     def op(self, name: str, reads, writes, flops: float, trans: float = 0.0) -> None:
+        if not self.in_backward:
+            for t in reads:
+                if t.buf in self.param_block:
+                    self.uses[t.buf] = self.uses.get(t.buf, 0) + 1
         if self.dry:
             return
         self.p.op(name, flops=float(flops), transcendentals=float(trans),
@@ -225,7 +236,9 @@ class _Program:
             g = total
         self.grads[t.buf] = g
         if self.eager_update and t.buf in self.param_block:
-            self.update(t)  # each weight feeds one op, so its gradient is complete
+            self.contributions[t.buf] = self.contributions.get(t.buf, 0) + 1
+            if self.contributions[t.buf] >= self.uses.get(t.buf, 1):
+                self.update(t)  # one contribution per forward use: the gradient is complete
 
     def update(self, w: _T) -> None:
         """The optimizer step of weight ``w`` (its gradient is complete)."""
@@ -251,6 +264,7 @@ class _Program:
 
     def finish(self) -> None:
         """Run the backward pass and the remaining updates."""
+        self.in_backward = True
         for block, fn in reversed(self.tape):
             self.block = block
             fn()
@@ -289,11 +303,14 @@ class _Program:
         return y
 
     def conv(self, name: str, x: _T, batch: int, res: int, cin: int, cout: int, ksize: int,
-             stride: int) -> tuple[_T, int]:
-        out_res = max(1, res // stride)
+             stride: int, *, out_res: int | None = None) -> tuple[_T, int]:
+        """A ``ksize x ksize`` convolution; ``out_res`` larger than ``res`` makes it a transposed
+        (upsampling) convolution, which costs ``ksize^2`` multiply-adds per input pixel."""
+        out_res = max(1, res // stride) if out_res is None else out_res
         kernel = self.weight(f"{name}.kernel", ksize * ksize * cin * cout)
         y = self.tensor(f"{name}.y", batch * out_res * out_res * cout)
-        flops = 2.0 * batch * out_res * out_res * ksize * ksize * cin * cout
+        pixels = min(res, out_res) ** 2
+        flops = 2.0 * batch * pixels * ksize * ksize * cin * cout
         self.op(f"{name}.conv", [x, kernel], [y], flops)
 
         def bwd():
@@ -321,6 +338,40 @@ class _Program:
                 dx = self.gtensor(x)
                 self.op(f"{name}.grad", [dy, x], [dx], (flops + 1) * x.elems, trans * x.elems)
                 self.acc(x, dx)
+
+        self.backward(bwd)
+        return y
+
+    def pool(self, name: str, x: _T, elems: int, *, y_name: str | None = None, saves_input: bool = True) -> _T:
+        """A pooling reduction of ``x`` to ``elems`` elements; its gradient reads ``x`` as well
+        (the max's position) when ``saves_input``, else only the output's gradient (a mean)."""
+        y = self.tensor(y_name or f"{name}.y", elems)
+        self.op(name, [x], [y], x.elems)
+
+        def bwd():
+            dy = self.g(y)
+            if dy is not None and x.grad:
+                dx = self.gtensor(x)
+                self.op(f"{name}.grad", [dy, x] if saves_input else [dy], [dx], x.elems)
+                self.acc(x, dx)
+
+        self.backward(bwd)
+        return y
+
+    def concat(self, name: str, parts: list[_T]) -> _T:
+        """Concatenation (along channels); the gradient op splits the output's gradient."""
+        y = self.tensor(f"{name}.y", sum(t.elems for t in parts))
+        self.op(name, parts, [y], 0.0)
+
+        def bwd():
+            dy = self.g(y)
+            if dy is None:
+                return
+            grads = [(t, self.gtensor(t)) for t in parts if t.grad]
+            if grads:
+                self.op(f"{name}.grad", [dy], [g for _, g in grads], 0.0)
+                for t, g in grads:
+                    self.acc(t, g)
 
         self.backward(bwd)
         return y
@@ -533,17 +584,7 @@ class _CNN(_Family):
             x, res = self._block(prog, f"b{i}", x, res, channels, width, cout, stride)
             channels = cout
         prog.block = -1
-        pooled = prog.tensor("pool.y", b * channels)
-        prog.op("pool.mean", [x], [pooled], x.elems)
-
-        def pool_bwd():
-            dp = prog.g(pooled)
-            if dp is not None:
-                dx = prog.gtensor(x)
-                prog.op("pool.mean.grad", [dp], [dx], x.elems)
-                prog.acc(x, dx)
-
-        prog.backward(pool_bwd)
+        pooled = prog.pool("pool.mean", x, b * channels, y_name="pool.y", saves_input=False)
         logits = prog.matmul("fc", pooled, b, channels, self.classes, bias=True)
         if prog.training:
             prog.softmax_xent("xent", logits, b)
@@ -597,7 +638,121 @@ class _MLP(_Family):
             prog.output(logits)
 
 
-_FAMILY_CLASSES = {"transformer": _Transformer, "cnn": _CNN, "mlp": _MLP}
+class _UNet(_Family):
+    """An encoder-decoder for segmentation. Each block is one level: on the way down, convolutions
+    whose output is kept for the skip connection, then a 2x2 max-pool; on the way up, a 2x2
+    transposed convolution, concatenation with that level's kept output, convolutions. Early
+    levels' full-resolution activations stay live across the whole network."""
+
+    def __init__(self, cfg, rng):
+        super().__init__(cfg, rng)
+        self.c0 = max(16, _choice(rng, _nice(*cfg.width)) // 16)
+        self.res = max(16, _choice(rng, _nice(*cfg.image_size)))
+        self.batch = max(1, _choice(rng, _pow2(*cfg.image_batch)) // 4)
+        self.classes = _choice(rng, (2, 8, 32))
+        self.convs = int(rng.integers(1, 3))  # convolutions per level and side
+        self.batch_norm = bool(rng.random() < 0.5)  # the original U-Net has none
+
+    def _convs(self, prog, name, x, res, cin, cout, convs=None):
+        for j in range(self.convs if convs is None else convs):
+            y, _ = prog.conv(f"{name}.conv{j}", x, self.batch, res, cin if j == 0 else cout, cout, 3, 1)
+            if self.batch_norm:
+                y = prog.norm(f"{name}.conv{j}.bn", y, self.batch * res * res, cout, batch=True)
+            x = prog.unary(f"{name}.conv{j}.relu", y, flops=1)
+        return x
+
+    def emit(self, prog, blocks):
+        b, res, ch = self.batch, self.res, self.c0
+        images = prog.data("images", b * res * res * 3)
+        x = self._convs(prog, "stem", images, res, 3, ch, convs=1)
+        kept = []
+        for i, _ in enumerate(blocks):
+            prog.block = i
+            kept.append((x, res, ch))
+            res, cout = max(1, res // 2), min(2 * ch, 16 * self.c0)
+            x = prog.pool(f"down{i}.maxpool", x, b * res * res * ch)
+            x = self._convs(prog, f"down{i}", x, res, ch, cout)
+            ch = cout
+        for i in reversed(range(len(blocks))):
+            prog.block = i
+            skip, skip_res, skip_ch = kept[i]
+            up, _ = prog.conv(f"up{i}.deconv", x, b, res, ch, skip_ch, 2, 1, out_res=skip_res)
+            x = self._convs(prog, f"up{i}", prog.concat(f"up{i}.concat", [up, skip]), skip_res, 2 * skip_ch, skip_ch)
+            res, ch = skip_res, skip_ch
+        prog.block = -1
+        logits, _ = prog.conv("head", x, b, res, ch, self.classes, 1, 1)
+        if prog.training:
+            prog.softmax_xent("xent", logits, b * res * res)
+        else:
+            prog.output(logits)
+
+
+class _RNN(_Family):
+    """A stacked LSTM over time steps (the blocks). Per step and layer, one matmul computes the
+    four gates from the step's input and the previous hidden state, with weights shared by every
+    step, and an elementwise op updates the cell and hidden states; a classifier reads the last
+    hidden state. The backward pass runs through time and sums each weight's gradient over the
+    steps, so weights and their gradients stay live across the whole step."""
+
+    def __init__(self, cfg, rng):
+        super().__init__(cfg, rng)
+        self.hidden = max(128, _choice(rng, _nice(*cfg.width)) // 2)
+        self.rows = max(8, _choice(rng, _pow2(*cfg.tokens)) // 16)  # sequences per batch
+        self.features = _choice(rng, (128, 256, 512))
+        self.layers = int(rng.integers(1, 4))
+        self.classes = _choice(rng, (10, 100, 1000))
+
+    def emit(self, prog, blocks):
+        rows, h = self.rows, self.hidden
+        params, state = [], []
+        for layer in range(self.layers):
+            fan_in = self.features if layer == 0 else h
+            params.append((prog.weight(f"l{layer}.wx", fan_in * 4 * h), prog.weight(f"l{layer}.wh", h * 4 * h),
+                           prog.weight(f"l{layer}.b", 4 * h), fan_in))
+            state.append((prog.data(f"l{layer}.h0", rows * h), prog.data(f"l{layer}.c0", rows * h, bytes_per=4)))
+        for t, _ in enumerate(blocks):
+            prog.block = t
+            x = prog.data(f"x{t}", rows * self.features)
+            for layer in range(self.layers):
+                state[layer] = self._cell(prog, f"t{t}.l{layer}", x, state[layer], params[layer])
+                x = state[layer][0]
+        prog.block = -1
+        logits = prog.matmul("head", state[-1][0], rows, h, self.classes, bias=True)
+        if prog.training:
+            prog.softmax_xent("xent", logits, rows)
+        else:
+            prog.output(logits)
+
+    def _cell(self, prog, name, x, hc, params):
+        rows, h = self.rows, self.hidden
+        (h_prev, c_prev), (wx, wh, b, fan_in) = hc, params
+        flops = 2.0 * rows * (fan_in + h) * 4 * h
+        gates = prog.tensor(f"{name}.gates", rows * 4 * h)
+        prog.op(f"{name}.gates.dot", [x, h_prev, wx, wh, b], [gates], flops)
+        c = prog.tensor(f"{name}.c", rows * h, bytes_per=4)
+        h_new = prog.tensor(f"{name}.h", rows * h)
+        prog.op(f"{name}.cell", [gates, c_prev], [c, h_new], 10 * rows * h, 5 * rows * h)
+
+        def bwd():
+            douts = [g for g in (prog.g(h_new), prog.g(c)) if g is not None]
+            if not douts:
+                return
+            dgates = prog.tensor(f"d.{name}.gates", gates.elems, grad=False)
+            dc_prev = [prog.gtensor(c_prev)] if c_prev.grad else []
+            prog.op(f"{name}.cell.grad", douts + [gates, c_prev, c], [dgates] + dc_prev, 12 * rows * h, 5 * rows * h)
+            dw = [prog.gtensor(w) for w in (wx, wh, b)]
+            prog.op(f"{name}.gates.dot.dw", [dgates, x, h_prev], dw, flops)
+            dins = [(t, prog.gtensor(t)) for t in (x, h_prev) if t.grad]
+            if dins:
+                prog.op(f"{name}.gates.dot.dx", [dgates, wx, wh], [g for _, g in dins], flops)
+            for t, g in list(zip((wx, wh, b), dw)) + dins + list(zip([c_prev] * len(dc_prev), dc_prev)):
+                prog.acc(t, g)
+
+        prog.backward(bwd)
+        return h_new, c
+
+
+_FAMILY_CLASSES = {"transformer": _Transformer, "cnn": _CNN, "mlp": _MLP, "unet": _UNet, "rnn": _RNN}
 
 
 # ------------------------------------------------------------------------------------ generate
@@ -724,8 +879,8 @@ class WorkloadGenerator:
 
     def __repr__(self) -> str:
         fracs = ", ".join(str(f) for f in self.fractions)
-        return (f"WorkloadGenerator({self.config.name!r}, buffers={self.config.buffers}, fractions=({fracs}), "
-                f"hardware={self.hardware.name!r})")
+        return (f"WorkloadGenerator({self.config.name!r}, buffers={self.config.buffers}, "
+                f"families={','.join(self.config.families)}, fractions=({fracs}), hardware={self.hardware.name!r})")
 
 
 # ------------------------------------------------------------------------------------- planted
@@ -818,12 +973,13 @@ def _human(nbytes: float) -> str:
     raise AssertionError
 
 
-def _stats_table(presets: list[str], seeds: int) -> str:
+def _stats_table(presets: list[GeneratorConfig], seeds: int) -> str:
     lines = ["| preset | seeds | buffers min / median / max | ops median | peak live MiB median [min, max] "
              "| buffer sizes min to max | compute-bound ops, all slow: mean [min, max] | all fast: mean | families (train / infer) |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name in presets:
-        rows = [workload_stats(generate(name, s)) | _describe(name, s) for s in range(seeds)]
+    for config in presets:
+        rows = [workload_stats(generate(config, s)) | _describe(config, s) for s in range(seeds)]
+        name = config.name.removeprefix("gen-")
         col = lambda k: np.array([r[k] for r in rows], dtype=float)  # noqa: E731
         b, peak, cs = col("buffers"), col("peak_live_bytes") / 2**20, col("compute_bound_slow")
         fams: dict[str, int] = {}
@@ -851,19 +1007,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="small,medium,large", help="comma-separated presets (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=20,
                         help="seeds 0..N-1 per preset for --stats (default: %(default)s)")
+    parser.add_argument("--families", default="",
+                        help=f"comma-separated families to draw from instead of the presets' ({', '.join(FAMILIES)})")
     parser.add_argument("--seed", type=int, default=0, help="the seed to save with -o (default: %(default)s)")
     parser.add_argument("-o", "--out", help="save the first preset's workload for --seed here (.json or .npz)")
     args = parser.parse_args(argv)
     names = [p.strip() for p in args.preset.split(",") if p.strip()]
+    families = tuple(f.strip() for f in args.families.split(",") if f.strip())
     try:
-        for name in names:
-            preset(name)
+        configs = [preset(name) for name in names]
+        if families:
+            configs = [replace(c, families=families) for c in configs]
         if args.stats:
-            print(_stats_table(names, args.seeds))
+            print(_stats_table(configs, args.seeds))
         if args.out:
             from .io import save
 
-            workload = generate(names[0], args.seed)
+            workload = generate(configs[0], args.seed)
             print(f"wrote {save(workload, args.out)}: {workload!r}")
         if not (args.stats or args.out):
             parser.print_help()

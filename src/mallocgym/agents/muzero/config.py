@@ -199,6 +199,8 @@ class TrainConfig:
       generator_fraction: share of episodes drawn from the synthetic generator (the rest
         from the training scenarios); ignored when training on named scenarios only.
       generator_preset: the generator's preset.
+      generator_families: comma-separated network families the generator draws from instead
+        of the preset's (``"transformer,cnn,mlp,unet,rnn"``); empty: the preset's.
       replay_capacity: positions kept in the replay buffer.
       min_replay: positions collected before learning starts.
       batch_size: positions per gradient step.
@@ -239,6 +241,7 @@ class TrainConfig:
     num_actors: int = 16
     generator_fraction: float = 0.5
     generator_preset: str = "small"
+    generator_families: str = ""
     replay_capacity: int = 100_000
     min_replay: int = 1_000
     batch_size: int = 128
@@ -278,6 +281,13 @@ class TrainConfig:
                 or self.consistency_weight < 0 or self.teacher_temperature < 0):
             raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight and "
                              "teacher_temperature must be >= 0")
+        if self.generator_families:
+            from ...workloads.generator import FAMILIES
+
+            names = [f.strip() for f in self.generator_families.split(",")]
+            if any(f not in FAMILIES for f in names) or len(set(names)) != len(names):
+                raise ValueError(f"train.generator_families must be distinct names from {FAMILIES} separated "
+                                 f"by commas, got {self.generator_families!r}")
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"train.reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
         if self.teacher_fraction > 0 and self.reward_mode != "dense":

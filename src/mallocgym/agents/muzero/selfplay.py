@@ -16,7 +16,7 @@ agent plays).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -104,13 +104,17 @@ def fallback_generator(rng: np.random.Generator) -> Scenario:
     return resolve(mlp_training_step(int(rng.integers(1000, 2**31))))
 
 
-def make_generator(preset_name: str) -> Callable[[np.random.Generator], Scenario]:
-    """The synthetic workload generator's preset, or :func:`fallback_generator`."""
+def make_generator(preset_name: str, families: str = "") -> Callable[[np.random.Generator], Scenario]:
+    """The synthetic workload generator's preset (drawing from ``families``, comma-separated,
+    when given), or :func:`fallback_generator`."""
     try:
         from ...workloads.generator import WorkloadGenerator, preset
     except ImportError:
         return fallback_generator
-    return WorkloadGenerator(preset(preset_name))
+    config = preset(preset_name)
+    if families:
+        config = replace(config, families=tuple(f.strip() for f in families.split(",")))
+    return WorkloadGenerator(config)
 
 
 class ScenarioSource:

@@ -90,7 +90,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         if "torch" in payload["rng"]:
             torch.set_rng_state(payload["rng"]["torch"])
 
-    generator = make_generator(t.generator_preset) if use_generator else None
+    generator = make_generator(t.generator_preset, t.generator_families) if use_generator else None
     source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
     selfplay = SelfPlay(config, source, actor_rngs)
     spec = ObsSpec.from_env(selfplay.actors[0].env)
