@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from mallocgym.agents.muzero.config import MuZeroConfig, SearchConfig, TrainConfig
@@ -27,6 +28,8 @@ def test_defaults_round_trip_through_dict():
     (lambda: TrainConfig(teacher_temperature=-1.0), "teacher_temperature"),
     (lambda: TrainConfig(teacher_margin=1.5), "train.teacher_margin"),
     (lambda: TrainConfig(teacher_fraction=0.5, reward_mode="self_competition"), "train.teacher_fraction"),
+    (lambda: TrainConfig(generator_families="unet,gnn"), "train.generator_families"),
+    (lambda: TrainConfig(generator_families="rnn,rnn"), "train.generator_families"),
 ])
 def test_bad_values_name_the_field(make, field):
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
@@ -55,3 +58,14 @@ def test_docs_list_every_config_field_with_its_default():
     for part, values in MuZeroConfig().to_dict().items():
         for name, default in values.items():
             assert f"| `{part}.{name}` | `{default!r}` |" in text, f"{part}.{name}"
+
+
+def test_generator_families_choose_what_training_draws():
+    from mallocgym.agents.muzero.selfplay import make_generator
+
+    assert make_generator("small").config.families == ("transformer", "cnn", "mlp")
+    gen = make_generator("small", TrainConfig(generator_families="unet, rnn").generator_families)
+    assert gen.config.families == ("unet", "rnn")
+    rng = np.random.default_rng(0)
+    names = {gen(rng).workload.name.split("-")[2] for _ in range(8)}
+    assert names == {"unet", "rnn"}
