@@ -2,10 +2,11 @@
 
 ``generate(preset("medium"), seed)`` writes, op by op, the schedule an ML compiler would emit for
 one step of a randomly drawn network: a transformer (attention and MLP blocks), a ResNet-like CNN
-(convolutions, batch norms, residual adds) or a residual MLP. A training step runs the forward
-pass, the loss, the backward pass (reverse-mode, with gradient accumulation where a tensor feeds
-two ops) and an optimizer update (SGD, momentum or Adam); an inference step runs the forward pass
-only. Buffers are weights, optimizer state, activations, gradients, statistics and scalars, so
+(convolutions, batch norms, residual adds) or a residual MLP, and, opt-in (``families``), a U-Net
+(encoder-decoder with skip connections) or a stacked LSTM (weights shared over time steps). A
+training step runs the forward pass, the loss, the backward pass (reverse-mode, with gradient
+accumulation where a tensor feeds two ops) and an optimizer update (SGD, momentum or Adam); an
+inference step runs the forward pass only. Buffers are weights, optimizer state, activations, gradients, statistics and scalars, so
 sizes spread over orders of magnitude; big matmuls and convolutions are compute-bound under the
 default hardware while elementwise ops, norms and updates are memory-bound.
 
