@@ -104,8 +104,33 @@ def _table(scenarios, agents, cell, best_of=None) -> list[str]:
     return lines
 
 
-def render(rows: list[dict], where: dict[str, tuple[str, str]]) -> tuple[str, str]:
-    """The README text, and the per-suite summary tables (for docs/baselines.md)."""
+def training_budgets(root: Path = HERE) -> list[str]:
+    """One line per trained model under ``root``: its wall-clock training budget and what it did
+    in it, read from the run's own record (a mallocMuZero ``train-log.jsonl``'s final ``end``
+    event, a Stable-Baselines3 ``train.json``'s ``trained`` block)."""
+    lines = []
+    for log in sorted(root.glob("**/train-log.jsonl")):
+        events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        end = [e for e in events if e.get("event") == "end"]
+        if not end:
+            raise ValueError(f"{log}: no 'end' event (the run did not finish)")
+        e, folder = end[-1], log.parent.relative_to(root).as_posix()
+        lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training, "
+                     f"{e['env_steps']:,} moves in {e['episodes']:,} games, {e['train_steps']:,} updates "
+                     f"(`{folder}/train-log.jsonl`)")
+    for record in sorted(root.glob("**/train.json")):
+        trained = json.loads(record.read_text(encoding="utf-8")).get("trained")
+        if not trained:
+            raise ValueError(f"{record}: no 'trained' block")
+        folder = record.parent.relative_to(root).as_posix()
+        lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {trained['minutes']:.0f} minutes of wall-clock training, "
+                     f"{trained['steps']:,} env steps (`{folder}/train.json`)")
+    return lines
+
+
+def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[str] = ()) -> tuple[str, str]:
+    """The README text, and the per-suite summary tables (for docs/baselines.md); ``budgets``:
+    :func:`training_budgets`' lines, listed under the tables."""
     summaries: list[list[str]] = []
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -184,6 +209,11 @@ def render(rows: list[dict], where: dict[str, tuple[str, str]]) -> tuple[str, st
                            f"{sum(r['wall_s'] for r in mine):.1f} | {links} |")
         summaries.append(summary + [""])
         out += ["### Summary", ""] + [line.replace(PREFIX, "") for line in summary[2:]] + [""]
+    if budgets:
+        block = ["**Training budgets of the learned agents** (on this project's 2-core CPU machine; "
+                 "each entry's README has the details)", ""] + list(budgets) + [""]
+        out += ["## Training budgets", ""] + [line.replace(PREFIX, "") for line in block[2:]]
+        summaries.append(block)
     out += ["## Entries and their commands", ""]
     seen = {}
     for r in rows:
@@ -202,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.root)
     try:
-        text, summary = render(load_entries(root), suite_of())
+        text, summary = render(load_entries(root), suite_of(), training_budgets(root))
     except ValueError as exc:
         print(f"make_readme: error: {exc}", file=sys.stderr)
         return 2

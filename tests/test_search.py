@@ -307,3 +307,24 @@ def test_make_readme_rejects_bad_results(tmp_path):
     (tmp_path / "x" / "results.json").write_text('[{"scenario": "a"}]')
     with pytest.raises(ValueError, match="missing field 'agent'"):
         mr.load_entries(tmp_path)
+
+
+def test_make_readme_lists_training_budgets(tmp_path):
+    import json
+
+    mr = _make_readme()
+    (tmp_path / "mz").mkdir()
+    log = [{"event": "progress", "elapsed_s": 10.0, "env_steps": 5, "episodes": 0, "train_steps": 0},
+           {"event": "end", "elapsed_s": 1800.2, "env_steps": 12345, "episodes": 67, "train_steps": 890}]
+    (tmp_path / "mz" / "train-log.jsonl").write_text("\n".join(json.dumps(e) for e in log) + "\n")
+    (tmp_path / "ppo" / "model").mkdir(parents=True)
+    (tmp_path / "ppo" / "model" / "train.json").write_text(json.dumps({"trained": {"minutes": 9.9999, "steps": 1000}}))
+    lines = mr.training_budgets(tmp_path)
+    assert lines[0].endswith("30 minutes of wall-clock training, 12,345 moves in 67 games, 890 updates "
+                             "(`mz/train-log.jsonl`)")
+    assert "10 minutes of wall-clock training, 1,000 env steps" in lines[1]
+    text, docs = mr.render([], {}, lines)
+    assert "## Training budgets" in text and "[`mz`](mz/)" in text and "[`mz`](../baselines/mz/)" in docs
+    (tmp_path / "mz" / "train-log.jsonl").write_text(json.dumps(log[0]) + "\n")
+    with pytest.raises(ValueError, match="no 'end' event"):
+        mr.training_budgets(tmp_path)
