@@ -354,3 +354,11 @@ def test_stats_entry_point(capsys):
     assert f"| small | 3 | {counts[0]} / {counts[1]} / {counts[2]} |" in out
     assert generator.main(["--stats", "--preset", "tiny"]) == 2
     assert "unknown generator preset 'tiny'" in capsys.readouterr().err
+
+
+def test_cli_stats_with_families(capsys):
+    assert generator.main(["--stats", "--preset", "small", "--seeds", "2", "--families", "rnn"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert row.startswith("| small | 2 |") and "rnn" in row and "mlp" not in row and "cnn" not in row
+    assert generator.main(["--stats", "--preset", "small", "--families", "gnn"]) == 2
+    assert "GeneratorConfig.families" in capsys.readouterr().err
