@@ -11,6 +11,7 @@ from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.evaluate import evaluate
+from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import Scenario
 
 from conftest import mlp_scenario
@@ -74,6 +75,10 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
     evaluate(scenario.workload, again.offsets, scenario.hardware)   # a valid mapping
     sim = make_agent(f"muzero-sim:{tmp_path},sims=4,span=2.5")
     assert sim.num_simulations == 4 and sim.mode == "simulator" and sim.config.search.min_q_span == 2.5
+    # a departure margin no root Q difference can pass: the agent plays XLA-like's mapping
+    keep = make_agent(f"muzero:{tmp_path},keep=1e9")
+    assert keep.config.search.departure_margin == 1e9 and keep.name == "muzero,keep=1e9"
+    np.testing.assert_array_equal(keep.solve(scenario, seed=1).offsets, xla_like(scenario))
 
 
 def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
@@ -102,3 +107,5 @@ def test_factory_rejects_bad_specs(tmp_path):
         make_agent(f"muzero:{tmp_path},simulations=3")
     with pytest.raises(ValueError, match="unknown option"):
         make_agent(f"muzero:{tmp_path},span=wide")
+    with pytest.raises(ValueError, match="unknown option"):
+        make_agent(f"muzero:{tmp_path},keep=x")

@@ -133,3 +133,22 @@ def test_min_q_span_keeps_small_q_differences_small():
     sigma = (50 + res.visits[0].max()) * 0.1 * np.array([0.0, 0.0, 1.0, 0.5]) / 100.0
     expected = np.exp(logits[0] + sigma)
     np.testing.assert_allclose(res.policy[0], expected / expected.sum(), rtol=1e-6)
+
+
+def test_keep_xla_move_leaves_it_only_on_a_clear_q_margin():
+    from mallocgym.agents.muzero.mcts import SearchResult, keep_xla_move
+
+    legal = np.array([[True, True, True, True],      # XLA-like's move: candidate 0
+                      [True, True, True, True],
+                      [False, True, True, True],     # best fit illegal: XLA-like skips (action 3)
+                      [True, True, True, True],
+                      [True, True, True, True]])
+    action = np.array([2, 1, 1, 0, 3])
+    visits = np.array([[4, 0, 8, 0], [4, 4, 0, 0], [0, 8, 0, 4], [8, 0, 0, 0], [0, 0, 0, 9]])
+    q = np.array([[10.0, 0, 12.0, 0], [10.0, 10.5, 0, 0], [0, 9.0, 0, 7.5], [5.0, 0, 0, 0], [0, 0, 0, 3.0]])
+    result = SearchResult(action, np.zeros((5, 4)), np.zeros(5), visits, q)
+    # game 0: 12 > 10 + 1 -> the search's move; game 1: 10.5 is not > 11 -> XLA-like's 0;
+    # game 2: 9 > 7.5 + 1 -> 1; game 3: already XLA-like's; game 4: XLA-like's move unvisited -> 0
+    assert keep_xla_move(result, legal, 1.0).tolist() == [2, 0, 1, 0, 0]
+    assert keep_xla_move(result, legal, 2.0).tolist() == [0, 0, 3, 0, 0]
+    assert keep_xla_move(result, legal, 0.0).tolist() == action.tolist()  # off

@@ -4,7 +4,8 @@
 the exact simulator with the network's priors and values (and, with ``keep_xla``, returns
 XLA-like's mapping when that is better). Options follow the path after commas:
 ``muzero:runs/a,sims=64`` (simulations per move), ``muzero:runs/a,span=2`` (the search's
-``min_q_span``).
+``min_q_span``), ``muzero:runs/a,keep=1`` (``search.departure_margin``: keep XLA-like's move
+unless the search values another higher by more than 1).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
 from .config import MuZeroConfig
-from .mcts import NetworkModel, effective_legal, play
+from .mcts import NetworkModel, effective_legal, keep_xla_move, play
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import simulator_search
 
@@ -64,8 +65,8 @@ class MuZeroAgent:
             if legal.sum() <= 1:
                 action = int(np.flatnonzero(legal)[0])
             elif self.mode == "learned":
-                action = int(play(self.model, batch, config=self.config.search,
-                                  num_simulations=self.num_simulations).action[0])
+                result = play(self.model, batch, config=self.config.search, num_simulations=self.num_simulations)
+                action = int(keep_xla_move(result, legal[None], self.config.search.departure_margin)[0])
                 searched += 1
             else:
                 action = int(simulator_search(self.model, [u], config=self.config,
@@ -96,18 +97,19 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
         if key == "sims" and sep and value.isdigit() and int(value) >= 1:
             parsed["num_simulations"] = int(value)
             continue
-        if key == "span" and sep:
+        if key in ("span", "keep") and sep:
+            field = "min_q_span" if key == "span" else "departure_margin"
             try:
-                overrides.append(f"search.min_q_span={float(value)!r}")
+                overrides.append(f"search.{field}={float(value)!r}")
                 continue
             except ValueError:
                 pass
-        raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: sims=N, span=X)")
+        raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: sims=N, span=X, keep=X)")
     return path, parsed, overrides
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
-    """``muzero:DIR[,sims=N][,span=X]`` (learned model) and ``muzero-sim:DIR[,...]`` (simulator)."""
+    """``muzero:DIR[,sims=N][,span=X][,keep=X]`` (learned model) and ``muzero-sim:DIR[,...]`` (simulator)."""
     path, options, overrides = _parse(kind, arg)
     net, config, _ = load_network(path)
     mode = "simulator" if kind == "muzero-sim" else "learned"

@@ -128,6 +128,11 @@ class SearchConfig:
       min_q_span: min-max normalisation of Q-values (both algorithms) divides by
         ``max(max - min, min_q_span)`` (value units): differences smaller than this span count
         proportionally less instead of being stretched to ``[0, 1]`` (0: plain min-max).
+      departure_margin: when the trained agent plays (``muzero:DIR,keep=X``), keep XLA-like's
+        move (best fit, or skip) unless the search chose another action, visited both, and
+        found the other's root Q higher by more than this (value units: % of the all-slow
+        time at the default ``network.reward_scale``); 0: off, the search's move
+        (:func:`mallocgym.agents.muzero.mcts.keep_xla_move`).
       pb_c_init, pb_c_base: pUCT exploration constants.
       dirichlet_alpha, exploration_fraction: pUCT root noise in self-play.
       temperature: pUCT: self-play moves are sampled from ``visits ** (1 / temperature)``.
@@ -145,6 +150,7 @@ class SearchConfig:
     c_visit: float = 50.0
     c_scale: float = 0.1
     min_q_span: float = 0.0
+    departure_margin: float = 0.0
     pb_c_init: float = 1.25
     pb_c_base: float = 19652.0
     dirichlet_alpha: float = 0.3
@@ -164,6 +170,8 @@ class SearchConfig:
         if self.gumbel_scale < 0 or self.min_q_span < 0:
             raise ValueError(f"search.gumbel_scale and search.min_q_span must be >= 0, got "
                              f"{self.gumbel_scale!r} and {self.min_q_span!r}")
+        if not self.departure_margin >= 0:
+            raise ValueError(f"search.departure_margin must be >= 0, got {self.departure_margin!r}")
         _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
 
 

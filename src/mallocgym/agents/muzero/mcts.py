@@ -217,6 +217,29 @@ def effective_legal(obs: dict[str, np.ndarray], *, prune_no_benefit: bool) -> np
     return legal
 
 
+def xla_move(legal: np.ndarray) -> int:
+    """XLA-like's move among the search's legal actions (``effective_legal``): the best-fit
+    candidate (action 0) when it is legal, else skip (the last action)."""
+    return 0 if legal[0] else len(legal) - 1
+
+
+def keep_xla_move(result: SearchResult, legal: np.ndarray, margin: float) -> np.ndarray:
+    """``int[B]``: each game's search move, or XLA-like's move (:func:`xla_move`) where the search
+    left it without evidence: unless both moves were visited at the root and the search's has a
+    root Q higher by more than ``margin`` (value units). ``margin = 0`` returns the search's moves."""
+    action = np.asarray(result.action).copy()
+    if margin <= 0:
+        return action
+    for i in range(action.shape[0]):
+        base, a = xla_move(legal[i]), int(action[i])
+        if a == base:
+            continue
+        visited = result.visits[i, a] > 0 and result.visits[i, base] > 0
+        if not (visited and result.q[i, a] > result.q[i, base] + margin):
+            action[i] = base
+    return action
+
+
 def play(model: NetworkModel, obs: dict[str, np.ndarray], *, config: SearchConfig, num_simulations: int,
          rngs: Sequence[np.random.Generator] | None = None) -> SearchResult:
     """Choose moves for a batch of positions: one network call for the roots, then a batched

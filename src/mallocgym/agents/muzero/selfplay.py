@@ -26,7 +26,7 @@ from ...scenarios import Scenario
 from ..search import CompletionScorer
 from .agent import make_env
 from .config import MuZeroConfig
-from .mcts import NetworkModel, effective_legal, play
+from .mcts import NetworkModel, effective_legal, play, xla_move
 from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
@@ -39,12 +39,6 @@ def xla_return(static: sim.Static) -> float:
     state = sim.new_state(static)
     time = sim.run_greedy(static, state, True)
     return 1.0 - time / float(static.params[sim.TIME_ALL_SLOW])
-
-
-def xla_move(legal: np.ndarray) -> int:
-    """XLA-like's move among the search's legal actions (``effective_legal``): the best-fit
-    candidate (action 0) when it is legal, else skip (the last action)."""
-    return 0 if legal[0] else len(legal) - 1
 
 
 def teacher_choice(times: np.ndarray, base: int, margin: float) -> int:
