@@ -50,7 +50,11 @@ class MuZeroAgent:
         self.num_simulations = int(num_simulations or default)
         self.name = name or ("muzero" if mode == "learned" else "muzero-sim")
 
-    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+    def moves(self, scenario: Scenario, *, seed: int = 0):
+        """Play one game, yielding ``(env, legal, action)`` before each move is made (``env``:
+        the unwrapped MallocGame env at the position, ``legal``: the search's legal actions);
+        returns the final ``info`` and the number of searched moves. :meth:`solve` plays it out;
+        ``baselines/muzero/departures.py`` inspects it."""
         env = make_env(scenario, self.config)
         u = env.unwrapped
         spec = ObsSpec.from_env(env)
@@ -72,7 +76,18 @@ class MuZeroAgent:
                 action = int(simulator_search(self.model, [u], config=self.config,
                                               num_simulations=self.num_simulations).action[0])
                 searched += 1
+            yield u, legal, action
             obs, _, done, _, info = u.step(action)
+        return info, searched
+
+    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        game = self.moves(scenario, seed=seed)
+        while True:
+            try:
+                next(game)
+            except StopIteration as end:
+                info, searched = end.value
+                break
         offsets = np.asarray(info["offsets"], np.int64)
         details = {"mode": self.mode, "simulations": self.num_simulations, "searched_moves": searched}
         if self.mode == "simulator" and self.config.simulator.keep_xla:
