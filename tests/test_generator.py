@@ -362,3 +362,11 @@ def test_cli_stats_with_families(capsys):
     assert row.startswith("| small | 2 |") and "rnn" in row and "mlp" not in row and "cnn" not in row
     assert generator.main(["--stats", "--preset", "small", "--families", "gnn"]) == 2
     assert "GeneratorConfig.families" in capsys.readouterr().err
+
+
+def test_parse_families():
+    assert generator.parse_families("unet, rnn") == ("unet", "rnn")
+    assert generator.parse_families("  ") == ()
+    for bad in ("unet,,rnn", "rnn,rnn", "gnn"):
+        with pytest.raises(ValueError, match="GeneratorConfig.families"):
+            generator.parse_families(bad)

@@ -26,6 +26,7 @@ from fractions import Fraction
 from mallocgym import scenarios
 from mallocgym.agents import make_agent
 from mallocgym.harness import bench
+from mallocgym.workloads.generator import WorkloadGenerator, parse_families, preset
 
 VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
 
@@ -33,8 +34,6 @@ VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
 def validation_set(families: list[str] | None = None) -> list:
     """Held-out generated scenarios at 1/8 and 1/2: six ``medium`` programs of the preset's
     family draw (twelve scenarios) or, with ``families``, two programs of each family."""
-    from mallocgym.workloads.generator import WorkloadGenerator, preset
-
     if not families:
         gens = [(WorkloadGenerator("medium"), VALIDATION_SEEDS)]
     else:
@@ -61,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: six programs of the preset's family draw)")
     p.add_argument("--out", help="write all results (JSON) here")
     args = p.parse_args(argv)
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    try:
+        families = list(parse_families(args.families))
+    except ValueError as exc:
+        raise SystemExit(f"--families: {exc}") from None
     if len(set(args.candidates)) != len(args.candidates):
         raise SystemExit(f"candidates must be distinct, got {args.candidates}")
     agents = [make_agent("xla")]

@@ -31,21 +31,21 @@ def departures(agent, scenario, *, seed: int = 0) -> tuple[list[dict], dict]:
     game = agent.moves(scenario, seed=seed)
     scorer = None
     capacity = scenario.hardware.fast_capacity
-    while True:
-        try:
+    try:
+        while True:
             env, legal, action = next(game)
-        except StopIteration as end:
-            return out, end.value[0]
-        base = xla_move(legal)
-        if action == base:
-            continue
-        if scorer is None:
-            scorer = CompletionScorer(env.static, len(legal) - 1)
-        times, _ = scorer(env.sim_state)
-        out.append({"move": env.step_index,
-                    "action": "skip" if action == len(legal) - 1 else f"candidate {action}",
-                    "size_fraction": float(scenario.workload.size[env.current_buffer]) / capacity,
-                    "cost_percent": 100.0 * (times[action] / times[base] - 1.0)})
+            base = xla_move(legal)
+            if action == base:
+                continue
+            if scorer is None:
+                scorer = CompletionScorer(env.static, len(legal) - 1)
+            times, _ = scorer(env.sim_state)
+            out.append({"move": env.step_index,
+                        "action": "skip" if action == len(legal) - 1 else f"candidate {action}",
+                        "size_fraction": float(scenario.workload.size[env.current_buffer]) / capacity,
+                        "cost_percent": 100.0 * (times[action] / times[base] - 1.0)})
+    except StopIteration as end:
+        return out, end.value[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,8 @@ import numpy as np
 from mallocgym import scenarios, sim
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.config import MuZeroConfig
-from mallocgym.agents.muzero.mcts import effective_legal
-from mallocgym.agents.muzero.selfplay import Actor, ScenarioSource, xla_move
+from mallocgym.agents.muzero.mcts import effective_legal, xla_move
+from mallocgym.agents.muzero.selfplay import Actor, ScenarioSource
 
 
 def play_teacher(scenario, margin: float, config: MuZeroConfig) -> tuple[float, int]:

@@ -35,7 +35,7 @@ from .builder import ProgramBuilder
 from .core import Workload
 
 __all__ = ["GeneratorConfig", "preset", "PRESETS", "FAMILIES", "DEFAULT_FAMILIES", "OPTIMIZERS", "generate",
-           "WorkloadGenerator", "planted", "workload_stats"]
+           "WorkloadGenerator", "parse_families", "planted", "workload_stats"]
 
 FAMILIES = ("transformer", "cnn", "mlp", "unet", "rnn")
 # the presets' and GeneratorConfig's default: the first three families, so that every seed still
@@ -133,6 +133,17 @@ PRESETS: dict[str, GeneratorConfig] = {
     "medium": GeneratorConfig(name="gen-medium", buffers=(300, 800)),
     "large": GeneratorConfig(name="gen-large", buffers=(2000, 5000)),
 }
+
+
+def parse_families(text: str) -> tuple[str, ...]:
+    """``"unet, rnn"`` -> ``("unet", "rnn")``, checked as :class:`GeneratorConfig` checks
+    ``families`` (one ``ValueError`` for an unknown, repeated or empty name); a blank text gives
+    ``()``: keep the preset's families."""
+    if not text.strip():
+        return ()
+    names = tuple(f.strip() for f in text.split(","))
+    GeneratorConfig(families=names)
+    return names
 
 
 def preset(name: str) -> GeneratorConfig:
@@ -1014,8 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--out", help="save the first preset's workload for --seed here (.json or .npz)")
     args = parser.parse_args(argv)
     names = [p.strip() for p in args.preset.split(",") if p.strip()]
-    families = tuple(f.strip() for f in args.families.split(",") if f.strip())
     try:
+        families = parse_families(args.families)
         configs = [preset(name) for name in names]
         if families:
             configs = [replace(c, families=families) for c in configs]

@@ -82,12 +82,11 @@ class MuZeroAgent:
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         game = self.moves(scenario, seed=seed)
-        while True:
-            try:
+        try:
+            while True:
                 next(game)
-            except StopIteration as end:
-                info, searched = end.value
-                break
+        except StopIteration as end:
+            info, searched = end.value
         offsets = np.asarray(info["offsets"], np.int64)
         details = {"mode": self.mode, "simulations": self.num_simulations, "searched_moves": searched}
         if self.mode == "simulator" and self.config.simulator.keep_xla:

@@ -290,12 +290,12 @@ class TrainConfig:
             raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight and "
                              "teacher_temperature must be >= 0")
         if self.generator_families:
-            from ...workloads.generator import FAMILIES
+            from ...workloads.generator import parse_families
 
-            names = [f.strip() for f in self.generator_families.split(",")]
-            if any(f not in FAMILIES for f in names) or len(set(names)) != len(names):
-                raise ValueError(f"train.generator_families must be distinct names from {FAMILIES} separated "
-                                 f"by commas, got {self.generator_families!r}")
+            try:
+                parse_families(self.generator_families)
+            except ValueError as exc:
+                raise ValueError(f"train.generator_families = {self.generator_families!r}: {exc}") from None
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"train.reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
         if self.teacher_fraction > 0 and self.reward_mode != "dense":

@@ -31,7 +31,7 @@ from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
 __all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator",
-           "teacher_targets", "teacher_choice", "xla_move"]
+           "teacher_targets", "teacher_choice"]
 
 
 def xla_return(static: sim.Static) -> float:
@@ -102,12 +102,12 @@ def make_generator(preset_name: str, families: str = "") -> Callable[[np.random.
     """The synthetic workload generator's preset (drawing from ``families``, comma-separated,
     when given), or :func:`fallback_generator`."""
     try:
-        from ...workloads.generator import WorkloadGenerator, preset
+        from ...workloads.generator import WorkloadGenerator, parse_families, preset
     except ImportError:
         return fallback_generator
     config = preset(preset_name)
-    if families:
-        config = replace(config, families=tuple(f.strip() for f in families.split(",")))
+    if names := parse_families(families):
+        config = replace(config, families=names)
     return WorkloadGenerator(config)
 
 
