@@ -9,7 +9,8 @@ from mallocgym.agents import make_agent
 from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
-from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
+from mallocgym.agents.muzero.mcts import play, xla_move
+from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import Scenario
@@ -135,3 +136,48 @@ def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
     assert found[0]["size_fraction"] == trap_scenario.workload.size[0] / hw.fast_capacity
     keep = MuZeroAgent(fresh_net(trap_scenario), SMALL.with_overrides(["search.departure_margin=1e9"]))
     assert dep.departures(keep, trap_scenario)[0] == []      # plays XLA-like's every move
+
+
+def test_ensemble_of_checkpoints(tmp_path):
+    scenario = mlp_scenario(4)
+    a, b = tmp_path / "a", tmp_path / "b"
+    save_checkpoint(a, net=fresh_net(scenario, seed=3), config=SMALL)
+    save_checkpoint(b, net=fresh_net(scenario, seed=4), config=SMALL)
+    single = make_agent(f"muzero:{a}").solve(scenario, seed=1)
+    # two copies of one network always agree: the ensemble plays the single agent's mapping
+    twice = make_agent(f"muzero:{a}+{a},ens=agree")
+    assert twice.name == "muzero-x2,ens=agree" and len(twice.nets) == 2
+    same = twice.solve(scenario, seed=1)
+    np.testing.assert_array_equal(same.offsets, single.offsets)
+    assert same.info["ensemble"] == {"members": 2, "rule": "agree"}
+    # two different networks: every move is XLA-like's or both members' own
+    pair = make_agent(f"muzero:{a}+{b},ens=agree")
+    moves = 0
+    for env, legal, action in pair.moves(scenario, seed=1):
+        if legal.sum() > 1:
+            own = [int(play(m, stack_obs([env.observation()]), config=pair.config.search,
+                            num_simulations=pair.num_simulations).action[0]) for m in pair.models]
+            assert action == (own[0] if own[0] == own[1] else xla_move(legal))
+            moves += 1
+    assert moves > 0
+    mean = make_agent(f"muzero:{a}+{b}")
+    assert mean.config.search.ensemble == "mean"
+    evaluate(scenario.workload, mean.solve(scenario, seed=1).offsets, scenario.hardware)   # a valid mapping
+
+
+def test_ensemble_specs_are_checked(tmp_path):
+    scenario = mlp_scenario(4)
+    a, b = tmp_path / "a", tmp_path / "b"
+    save_checkpoint(a, net=fresh_net(scenario), config=SMALL)
+    other_env = SMALL.with_overrides(["env.n_candidates=4"])
+    save_checkpoint(b, net=fresh_net(scenario, other_env), config=other_env)
+    with pytest.raises(ValueError, match="learned models only"):
+        make_agent(f"muzero-sim:{a}+{a}")
+    with pytest.raises(ValueError, match="another env config"):
+        make_agent(f"muzero:{a}+{b}")
+    with pytest.raises(ValueError, match="ens=agree, not ens=mean"):
+        make_agent(f"muzero:{a}+{a},keep=1")
+    with pytest.raises(ValueError, match="unknown option"):
+        make_agent(f"muzero:{a}+{a},ens=vote")
+    with pytest.raises(ValueError, match="no mallocMuZero checkpoint"):
+        make_agent(f"muzero:{a}+{tmp_path / 'missing'}")

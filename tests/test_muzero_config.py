@@ -21,6 +21,8 @@ def test_defaults_round_trip_through_dict():
     (lambda: SearchConfig(num_simulations=0), "search.num_simulations"),
     (lambda: SearchConfig(num_simulations=2.5), "search.num_simulations"),
     (lambda: SearchConfig(prune_no_benefit=1), "search.prune_no_benefit"),
+    (lambda: SearchConfig(departure_margin=-1.0), "search.departure_margin"),
+    (lambda: SearchConfig(ensemble="vote"), "search.ensemble"),
     (lambda: TrainConfig(priority_alpha=1.5), "train.priority_alpha"),
     (lambda: TrainConfig(reward_mode="sparse"), "train.reward_mode"),
     (lambda: TrainConfig(min_replay=10, replay_capacity=5), "train.min_replay"),

@@ -152,3 +152,34 @@ def test_keep_xla_move_leaves_it_only_on_a_clear_q_margin():
     assert keep_xla_move(result, legal, 1.0).tolist() == [2, 0, 1, 0, 0]
     assert keep_xla_move(result, legal, 2.0).tolist() == [0, 0, 3, 0, 0]
     assert keep_xla_move(result, legal, 0.0).tolist() == action.tolist()  # off
+
+
+def test_ensemble_move_mean_and_agree_by_hand():
+    from mallocgym.agents.muzero.mcts import SearchResult, ensemble_move
+
+    legal = np.array([[True, True, True, True],
+                      [False, True, True, True],     # XLA-like's move here: skip (action 3)
+                      [True, False, True, True]])
+    visits = np.ones((3, 4), np.int64)
+    def member(action, policy, q):
+        return SearchResult(np.array(action), np.array(policy, np.float32), np.zeros(3), visits, np.array(q))
+    a = member([2, 1, 0], [[0.1, 0.2, 0.6, 0.1], [0.9, 0.05, 0.0, 0.05], [0.3, 0.0, 0.3, 0.4]],
+               [[0, 0, 5.0, 0], [0, 4.0, 0, 1.0], [3.0, 0, 0, 0]])
+    b = member([2, 2, 3], [[0.2, 0.5, 0.2, 0.1], [0.9, 0.05, 0.15, 0.8], [0.1, 0.9, 0.4, 0.2]],
+               [[1.0, 0, 4.5, 0], [0, 0, 2.0, 1.5], [0, 0, 0, 6.0]])
+    # mean policies: game 0 [0.15, 0.35, 0.4, 0.1] -> 2; game 1 (action 0 illegal, its 0.9 ignored)
+    # [_, 0.05, 0.075, 0.425] -> 3; game 2 (action 1 illegal) [0.2, _, 0.35, 0.3] -> 2
+    assert ensemble_move([a, b], legal, rule="mean", margin=0.0).tolist() == [2, 3, 2]
+    # agree: game 0 both play 2 -> 2; game 1 (1 vs 2) and game 2 (0 vs 3) disagree -> XLA-like's 3 and 0
+    assert ensemble_move([a, b], legal, rule="agree", margin=0.0).tolist() == [2, 3, 0]
+    # with a margin each member first keeps XLA-like's move unless its Q beats it by more than 0.8:
+    # game 0: a 5 - 0 > 0.8 keeps 2, b 4.5 - 1 > 0.8 keeps 2 -> 2; margin 4: a keeps 2, b goes back to 0
+    assert ensemble_move([a, b], legal, rule="agree", margin=0.8).tolist() == [2, 3, 0]
+    assert ensemble_move([a, b], legal, rule="agree", margin=4.0).tolist() == [0, 3, 0]
+    # one member: its own (margin-kept) moves, whatever the rule
+    assert ensemble_move([a], legal, rule="mean", margin=0.0).tolist() == [2, 1, 0]
+    assert ensemble_move([b], legal, rule="agree", margin=4.0).tolist() == [0, 3, 3]
+    with pytest.raises(ValueError, match="ens=agree, not ens=mean"):
+        ensemble_move([a, b], legal, rule="mean", margin=1.0)
+    with pytest.raises(ValueError, match="unknown ensemble rule"):
+        ensemble_move([a, b], legal, rule="vote", margin=0.0)

@@ -5,10 +5,15 @@ the exact simulator with the network's priors and values (and, with ``keep_xla``
 XLA-like's mapping when that is better). Options follow the path after commas:
 ``muzero:runs/a,sims=64`` (simulations per move), ``muzero:runs/a,span=2`` (the search's
 ``min_q_span``), ``muzero:runs/a,keep=1`` (``search.departure_margin``: keep XLA-like's move
-unless the search values another higher by more than 1).
+unless the search values another higher by more than 1). ``muzero:A+B,ens=agree`` is an
+ensemble: each checkpoint searches every position over its own learned model and the rule
+(``search.ensemble``: ``mean`` or ``agree``) picks the move; the first checkpoint's config
+(with the options) applies to all.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -19,8 +24,8 @@ from ...heuristics import xla_like
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import MuZeroConfig
-from .mcts import NetworkModel, effective_legal, keep_xla_move, play
+from .config import ENSEMBLE_RULES, MuZeroConfig
+from .mcts import NetworkModel, effective_legal, ensemble_move, play
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import simulator_search
 
@@ -35,15 +40,28 @@ def make_env(scenario, config: MuZeroConfig):
 
 
 class MuZeroAgent:
-    """Plays MallocGame with search; ``mode`` is ``"learned"`` or ``"simulator"``."""
+    """Plays MallocGame with search; ``mode`` is ``"learned"`` or ``"simulator"``. ``net`` is one
+    network or, in learned mode, several (an ensemble combined by ``config.search.ensemble``)."""
 
-    def __init__(self, net: MuZeroNet, config: MuZeroConfig, *, mode: str = "learned",
+    def __init__(self, net: MuZeroNet | Sequence[MuZeroNet], config: MuZeroConfig, *, mode: str = "learned",
                  num_simulations: int | None = None, name: str | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        nets = [net] if isinstance(net, MuZeroNet) else list(net)
+        if not nets:
+            raise ValueError("MuZeroAgent needs at least one network")
+        if len(nets) > 1:
+            if mode != "learned":
+                raise ValueError("an ensemble plays over the learned models only: muzero-sim takes one checkpoint")
+            if any(n.spec != nets[0].spec for n in nets):
+                raise ValueError(f"the ensemble's networks were trained on different observations: "
+                                 f"{[n.spec for n in nets]}")
+            if config.search.ensemble == "mean" and config.search.departure_margin > 0:
+                raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
         torch.set_num_threads(1)
-        self.net = net.eval()
-        self.model = NetworkModel(self.net)
+        self.nets = [n.eval() for n in nets]
+        self.models = [NetworkModel(n) for n in self.nets]
+        self.net, self.model = self.nets[0], self.models[0]
         self.config = config
         self.mode = mode
         default = config.search.eval_simulations if mode == "learned" else config.simulator.num_simulations
@@ -69,8 +87,11 @@ class MuZeroAgent:
             if legal.sum() <= 1:
                 action = int(np.flatnonzero(legal)[0])
             elif self.mode == "learned":
-                result = play(self.model, batch, config=self.config.search, num_simulations=self.num_simulations)
-                action = int(keep_xla_move(result, legal[None], self.config.search.departure_margin)[0])
+                search = self.config.search
+                results = [play(model, batch, config=search, num_simulations=self.num_simulations)
+                           for model in self.models]
+                action = int(ensemble_move(results, legal[None], rule=search.ensemble,
+                                           margin=search.departure_margin)[0])
                 searched += 1
             else:
                 action = int(simulator_search(self.model, [u], config=self.config,
@@ -89,6 +110,8 @@ class MuZeroAgent:
             info, searched = end.value
         offsets = np.asarray(info["offsets"], np.int64)
         details = {"mode": self.mode, "simulations": self.num_simulations, "searched_moves": searched}
+        if len(self.nets) > 1:
+            details["ensemble"] = {"members": len(self.nets), "rule": self.config.search.ensemble}
         if self.mode == "simulator" and self.config.simulator.keep_xla:
             xla = xla_like(scenario)
             own = evaluate(scenario.workload, offsets, scenario.hardware).time
@@ -111,6 +134,9 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
         if key == "sims" and sep and value.isdigit() and int(value) >= 1:
             parsed["num_simulations"] = int(value)
             continue
+        if key == "ens" and sep and value in ENSEMBLE_RULES:
+            overrides.append(f"search.ensemble={value}")
+            continue
         if key in ("span", "keep") and sep:
             field = "min_q_span" if key == "span" else "departure_margin"
             try:
@@ -118,15 +144,29 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
                 continue
             except ValueError:
                 pass
-        raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: sims=N, span=X, keep=X)")
+        raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: sims=N, span=X, keep=X, "
+                         f"ens={'|'.join(ENSEMBLE_RULES)})")
     return path, parsed, overrides
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
-    """``muzero:DIR[,sims=N][,span=X][,keep=X]`` (learned model) and ``muzero-sim:DIR[,...]`` (simulator)."""
+    """``muzero:DIR[,sims=N][,span=X][,keep=X]`` (learned model), ``muzero-sim:DIR[,...]``
+    (simulator) and ``muzero:DIR+DIR2[,...][,ens=mean|agree]`` (an ensemble, learned models)."""
     path, options, overrides = _parse(kind, arg)
-    net, config, _ = load_network(path)
+    paths = path.split("+")
+    if len(paths) > 1 and kind == "muzero-sim":
+        raise ValueError(f"agent {kind}:{arg}: an ensemble (A+B) plays over the learned models only; "
+                         f"use muzero:{arg}")
+    loaded = [load_network(p) for p in paths]
+    config = loaded[0][1]
+    for p, (_, other, _) in zip(paths[1:], loaded[1:]):
+        if other.env != config.env:
+            raise ValueError(f"agent {kind}:{arg}: {p} was trained with another env config than {paths[0]} "
+                             f"({other.env} vs {config.env})")
     mode = "simulator" if kind == "muzero-sim" else "learned"
-    name = kind + arg[len(path):]    # options name the agent, so variants stay apart in one bench
-    return MuZeroAgent(net, config.with_overrides(overrides), mode=mode, name=name, **options)
+    # options name the agent, so variants stay apart in one bench; an ensemble is muzero-x2,...
+    name = kind + (f"-x{len(paths)}" if len(paths) > 1 else "") + arg[len(path):]
+    nets = [net for net, _, _ in loaded]
+    return MuZeroAgent(nets if len(nets) > 1 else nets[0], config.with_overrides(overrides), mode=mode,
+                       name=name, **options)
 

@@ -15,6 +15,7 @@ from typing import Any
 __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "TrainConfig", "MuZeroConfig"]
 
 SEARCH_ALGORITHMS = ("gumbel", "puct")
+ENSEMBLE_RULES = ("mean", "agree")
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 
@@ -133,6 +134,11 @@ class SearchConfig:
         found the other's root Q higher by more than this (value units: % of the all-slow
         time at the default ``network.reward_scale``); 0: off, the search's move
         (:func:`mallocgym.agents.muzero.mcts.keep_xla_move`).
+      ensemble: how an ensemble of trained agents (``muzero:A+B,ens=RULE``) picks a move after
+        every member has searched the position over its own learned model: ``"mean"``, the
+        legal action with the highest mean search policy; ``"agree"``, the members' move when
+        all chose the same action (each after ``departure_margin``), else XLA-like's move
+        (:func:`mallocgym.agents.muzero.mcts.ensemble_move`). Unused by a single agent.
       pb_c_init, pb_c_base: pUCT exploration constants.
       dirichlet_alpha, exploration_fraction: pUCT root noise in self-play.
       temperature: pUCT: self-play moves are sampled from ``visits ** (1 / temperature)``.
@@ -151,6 +157,7 @@ class SearchConfig:
     c_scale: float = 0.1
     min_q_span: float = 0.0
     departure_margin: float = 0.0
+    ensemble: str = "mean"
     pb_c_init: float = 1.25
     pb_c_base: float = 19652.0
     dirichlet_alpha: float = 0.3
@@ -172,6 +179,8 @@ class SearchConfig:
                              f"{self.gumbel_scale!r} and {self.min_q_span!r}")
         if not self.departure_margin >= 0:
             raise ValueError(f"search.departure_margin must be >= 0, got {self.departure_margin!r}")
+        if self.ensemble not in ENSEMBLE_RULES:
+            raise ValueError(f"search.ensemble must be one of {ENSEMBLE_RULES}, got {self.ensemble!r}")
         _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
 
 

@@ -24,7 +24,8 @@ from .config import SearchConfig
 from .networks import MuZeroNet, obs_to_tensors
 
 __all__ = ["LatentModel", "NetworkModel", "SearchResult", "considered_visit_sequence", "run_search",
-           "prepare_roots", "search_params", "play", "finish", "effective_legal", "BENEFIT_NOW"]
+           "prepare_roots", "search_params", "play", "finish", "effective_legal", "xla_move", "keep_xla_move",
+           "ensemble_move", "BENEFIT_NOW"]
 
 # index of "benefit now / largest single-buffer benefit" in obs["buffer"] (features.BUFFER_FEATURES)
 BENEFIT_NOW = 5
@@ -238,6 +239,31 @@ def keep_xla_move(result: SearchResult, legal: np.ndarray, margin: float) -> np.
         if not (visited and result.q[i, a] > result.q[i, base] + margin):
             action[i] = base
     return action
+
+
+def ensemble_move(results: Sequence[SearchResult], legal: np.ndarray, *, rule: str, margin: float) -> np.ndarray:
+    """``int[B]``: the moves of an ensemble whose members each searched the same ``B`` positions
+    (``results``, one per member; ``legal``: the positions' ``effective_legal``).
+
+    ``"mean"``: the legal action with the highest mean search policy over the members (the
+    lowest index on ties); ``margin`` must be 0. ``"agree"``: each member's move after
+    :func:`keep_xla_move` with ``margin``; where they all agree, that move, else XLA-like's
+    (:func:`xla_move`). One member: its :func:`keep_xla_move`, whatever the rule.
+    """
+    if not results:
+        raise ValueError("an ensemble needs at least one member's search result")
+    if len(results) == 1:
+        return keep_xla_move(results[0], legal, margin)
+    if rule == "mean":
+        if margin > 0:
+            raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
+        policy = np.mean([np.asarray(r.policy, np.float64) for r in results], axis=0)
+        return np.argmax(np.where(legal, policy, -np.inf), axis=1)
+    if rule == "agree":
+        moves = np.stack([keep_xla_move(r, legal, margin) for r in results])
+        base = np.array([xla_move(row) for row in legal], np.int64)
+        return np.where((moves == moves[0]).all(axis=0), moves[0], base)
+    raise ValueError(f"unknown ensemble rule {rule!r}; expected 'mean' or 'agree'")
 
 
 def play(model: NetworkModel, obs: dict[str, np.ndarray], *, config: SearchConfig, num_simulations: int,
