@@ -181,3 +181,5 @@ def test_ensemble_specs_are_checked(tmp_path):
         make_agent(f"muzero:{a}+{a},ens=vote")
     with pytest.raises(ValueError, match="no mallocMuZero checkpoint"):
         make_agent(f"muzero:{a}+{tmp_path / 'missing'}")
+    with pytest.raises(ValueError, match="an empty checkpoint folder"):
+        make_agent(f"muzero:{a}+,ens=agree")

@@ -161,6 +161,7 @@ def test_ensemble_move_mean_and_agree_by_hand():
                       [False, True, True, True],     # XLA-like's move here: skip (action 3)
                       [True, False, True, True]])
     visits = np.ones((3, 4), np.int64)
+
     def member(action, policy, q):
         return SearchResult(np.array(action), np.array(policy, np.float32), np.zeros(3), visits, np.array(q))
     a = member([2, 1, 0], [[0.1, 0.2, 0.6, 0.1], [0.9, 0.05, 0.0, 0.05], [0.3, 0.0, 0.3, 0.4]],

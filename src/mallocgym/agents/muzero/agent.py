@@ -25,7 +25,7 @@ from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
 from .config import ENSEMBLE_RULES, MuZeroConfig
-from .mcts import NetworkModel, effective_legal, ensemble_move, play
+from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import simulator_search
 
@@ -56,8 +56,7 @@ class MuZeroAgent:
             if any(n.spec != nets[0].spec for n in nets):
                 raise ValueError(f"the ensemble's networks were trained on different observations: "
                                  f"{[n.spec for n in nets]}")
-            if config.search.ensemble == "mean" and config.search.departure_margin > 0:
-                raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
+            check_ensemble(config.search.ensemble, config.search.departure_margin)
         torch.set_num_threads(1)
         self.nets = [n.eval() for n in nets]
         self.models = [NetworkModel(n) for n in self.nets]
@@ -154,6 +153,8 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     (simulator) and ``muzero:DIR+DIR2[,...][,ens=mean|agree]`` (an ensemble, learned models)."""
     path, options, overrides = _parse(kind, arg)
     paths = path.split("+")
+    if not all(paths):
+        raise ValueError(f"agent {kind}:{arg}: an empty checkpoint folder in {path!r} (an ensemble is A+B)")
     if len(paths) > 1 and kind == "muzero-sim":
         raise ValueError(f"agent {kind}:{arg}: an ensemble (A+B) plays over the learned models only; "
                          f"use muzero:{arg}")

@@ -20,12 +20,12 @@ import numpy as np
 import torch
 
 from . import tree as T
-from .config import SearchConfig
+from .config import ENSEMBLE_RULES, SearchConfig
 from .networks import MuZeroNet, obs_to_tensors
 
 __all__ = ["LatentModel", "NetworkModel", "SearchResult", "considered_visit_sequence", "run_search",
            "prepare_roots", "search_params", "play", "finish", "effective_legal", "xla_move", "keep_xla_move",
-           "ensemble_move", "BENEFIT_NOW"]
+           "check_ensemble", "ensemble_move", "BENEFIT_NOW"]
 
 # index of "benefit now / largest single-buffer benefit" in obs["buffer"] (features.BUFFER_FEATURES)
 BENEFIT_NOW = 5
@@ -241,6 +241,15 @@ def keep_xla_move(result: SearchResult, legal: np.ndarray, margin: float) -> np.
     return action
 
 
+def check_ensemble(rule: str, margin: float) -> None:
+    """Raise ``ValueError`` unless ``rule`` and the departure ``margin`` can combine the moves of
+    an ensemble of two or more members (:func:`ensemble_move`)."""
+    if rule not in ENSEMBLE_RULES:
+        raise ValueError(f"unknown ensemble rule {rule!r}; expected one of {ENSEMBLE_RULES}")
+    if rule == "mean" and margin > 0:
+        raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
+
+
 def ensemble_move(results: Sequence[SearchResult], legal: np.ndarray, *, rule: str, margin: float) -> np.ndarray:
     """``int[B]``: the moves of an ensemble whose members each searched the same ``B`` positions
     (``results``, one per member; ``legal``: the positions' ``effective_legal``).
@@ -254,16 +263,13 @@ def ensemble_move(results: Sequence[SearchResult], legal: np.ndarray, *, rule: s
         raise ValueError("an ensemble needs at least one member's search result")
     if len(results) == 1:
         return keep_xla_move(results[0], legal, margin)
+    check_ensemble(rule, margin)
     if rule == "mean":
-        if margin > 0:
-            raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
         policy = np.mean([np.asarray(r.policy, np.float64) for r in results], axis=0)
         return np.argmax(np.where(legal, policy, -np.inf), axis=1)
-    if rule == "agree":
-        moves = np.stack([keep_xla_move(r, legal, margin) for r in results])
-        base = np.array([xla_move(row) for row in legal], np.int64)
-        return np.where((moves == moves[0]).all(axis=0), moves[0], base)
-    raise ValueError(f"unknown ensemble rule {rule!r}; expected 'mean' or 'agree'")
+    moves = np.stack([keep_xla_move(r, legal, margin) for r in results])
+    base = np.array([xla_move(row) for row in legal], np.int64)
+    return np.where((moves == moves[0]).all(axis=0), moves[0], base)
 
 
 def play(model: NetworkModel, obs: dict[str, np.ndarray], *, config: SearchConfig, num_simulations: int,
