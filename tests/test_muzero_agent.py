@@ -183,3 +183,20 @@ def test_ensemble_specs_are_checked(tmp_path):
         make_agent(f"muzero:{a}+{tmp_path / 'missing'}")
     with pytest.raises(ValueError, match="an empty checkpoint folder"):
         make_agent(f"muzero:{a}+,ens=agree")
+
+
+def test_bench_keeps_agents_with_clashing_names_apart(tmp_path):
+    from mallocgym.harness import bench
+
+    scenario = mlp_scenario(4)
+    a, b = tmp_path / "a", tmp_path / "b"
+    save_checkpoint(a, net=fresh_net(scenario, seed=3), config=SMALL)
+    save_checkpoint(b, net=fresh_net(scenario, seed=4), config=SMALL)
+    rows = bench([scenario], ["xla", f"muzero:{a}", f"muzero:{b}"], progress=False)
+    # both checkpoints' agents are named "muzero": the bench names them by their specs
+    assert [r.agent for r in rows] == ["xla", f"muzero:{a}", f"muzero:{b}"]
+    for row, path in zip(rows[1:], (a, b)):
+        own = make_agent(f"muzero:{path}").solve(scenario)
+        assert row.speedup == pytest.approx(evaluate(scenario.workload, own.offsets, scenario.hardware).speedup)
+    with pytest.raises(ValueError, match="two agents are named 'xla'"):
+        bench([scenario], ["xla", "xla"], progress=False)

@@ -83,10 +83,27 @@ def _warm_up() -> None:
     evaluate(w, xla_like(Scenario("warm-up", w, profile(fast_capacity=1))), profile(fast_capacity=1))
 
 
+def _distinct_names(specs: Sequence[Agent | str], agents: list[Agent]) -> list[Agent]:
+    names = [a.name for a in agents]
+    for spec, agent in zip(specs, agents):
+        if names.count(agent.name) > 1 and isinstance(spec, str):
+            agent.name = spec
+    clash = sorted({a.name for a in agents if [b.name for b in agents].count(a.name) > 1})
+    if clash:
+        raise ValueError(f"two agents are named {', '.join(map(repr, clash))}: results are keyed by name, "
+                         f"so each agent must appear once with a distinct name")
+    return agents
+
+
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
           progress: bool = True) -> list[Result]:
-    """Every agent on every scenario, with a progress bar on stderr."""
-    agents = [make_agent(a) if isinstance(a, str) else a for a in agents]
+    """Every agent on every scenario, with a progress bar on stderr.
+
+    Results are keyed by agent name, so names must differ: agents given as specs whose names
+    clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
+    specs; any other clash is a ``ValueError``.
+    """
+    agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
     _warm_up()
     results = []
     with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
