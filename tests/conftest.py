@@ -7,6 +7,17 @@ DATA = Path(__file__).parent / "data"
 MINIMALLOC = DATA / "minimalloc"
 
 
+def baseline_script(relative: str):
+    """A script under ``baselines/`` (e.g. ``"muzero/choose.py"``) imported as a module."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "baselines" / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)):
     """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
     built here so the tests do not depend on the bundled suite."""

@@ -15,7 +15,7 @@ from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import Scenario
 
-from conftest import mlp_scenario
+from conftest import baseline_script, mlp_scenario
 
 torch.set_num_threads(1)
 
@@ -112,19 +112,8 @@ def test_factory_rejects_bad_specs(tmp_path):
         make_agent(f"muzero:{tmp_path},keep=x")
 
 
-def _departures_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "baselines" / "muzero" / "departures.py"
-    spec = importlib.util.spec_from_file_location("departures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
-    dep = _departures_module()
+    dep = baseline_script("muzero/departures.py")
     config = SMALL.with_overrides(["simulator.keep_xla=false"])
     agent = MuZeroAgent(fresh_net(trap_scenario, config), config, mode="simulator")
     found, info = dep.departures(agent, trap_scenario)

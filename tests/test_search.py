@@ -19,7 +19,7 @@ from mallocgym.scenarios import capacity_for, resolve
 from mallocgym.workloads.generator import generate, planted
 from mallocgym.workloads.synthetic import mlp_training_step
 
-from conftest import MINIMALLOC
+from conftest import MINIMALLOC, baseline_script
 
 SMALL = {  # cheap settings so the default run stays fast
     "rollout": "rollout",
@@ -263,23 +263,12 @@ def test_parse_config_bool_and_none():
 
 
 # ----------------------------------------------------------------------------- leaderboard
-def _make_readme():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "baselines" / "make_readme.py"
-    spec = importlib.util.spec_from_file_location("make_readme", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_make_readme_builds_tables(tmp_path):
     """Two entries on MiniMalloc scenarios: the table has both agents, the best in bold, the
     gap where a bound is known, the summary's geometric mean, and each entry's command."""
     import json
 
-    mr = _make_readme()
+    mr = baseline_script("make_readme.py")
     rows = {
         "xla/minimalloc": [("minimalloc-A@1MiB", "xla", 2.0, 0.9, None), ("minimalloc-B@1MiB", "xla", 8.0, 0.95, None)],
         "rollout/minimalloc": [("minimalloc-A@1MiB", "rollout", 4.0, 0.97, 0.25),
@@ -302,7 +291,7 @@ def test_make_readme_builds_tables(tmp_path):
 
 
 def test_make_readme_rejects_bad_results(tmp_path):
-    mr = _make_readme()
+    mr = baseline_script("make_readme.py")
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "results.json").write_text('[{"scenario": "a"}]')
     with pytest.raises(ValueError, match="missing field 'agent'"):
@@ -312,7 +301,7 @@ def test_make_readme_rejects_bad_results(tmp_path):
 def test_make_readme_lists_training_budgets(tmp_path):
     import json
 
-    mr = _make_readme()
+    mr = baseline_script("make_readme.py")
     (tmp_path / "mz").mkdir()
     log = [{"event": "progress", "elapsed_s": 10.0, "env_steps": 5, "episodes": 0, "train_steps": 0},
            {"event": "end", "elapsed_s": 1800.2, "env_steps": 12345, "episodes": 67, "train_steps": 890}]
