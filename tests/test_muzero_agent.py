@@ -127,11 +127,18 @@ def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
     assert dep.departures(keep, trap_scenario)[0] == []      # plays XLA-like's every move
 
 
-def test_ensemble_of_checkpoints(tmp_path):
+@pytest.fixture
+def two_checkpoints(tmp_path):
+    """``(scenario, a, b)``: two checkpoint folders of differently initialised networks."""
     scenario = mlp_scenario(4)
     a, b = tmp_path / "a", tmp_path / "b"
     save_checkpoint(a, net=fresh_net(scenario, seed=3), config=SMALL)
     save_checkpoint(b, net=fresh_net(scenario, seed=4), config=SMALL)
+    return scenario, a, b
+
+
+def test_ensemble_of_checkpoints(two_checkpoints):
+    scenario, a, b = two_checkpoints
     single = make_agent(f"muzero:{a}").solve(scenario, seed=1)
     # two copies of one network always agree: the ensemble plays the single agent's mapping
     twice = make_agent(f"muzero:{a}+{a},ens=agree")
@@ -174,13 +181,10 @@ def test_ensemble_specs_are_checked(tmp_path):
         make_agent(f"muzero:{a}+,ens=agree")
 
 
-def test_bench_keeps_agents_with_clashing_names_apart(tmp_path):
+def test_bench_keeps_agents_with_clashing_names_apart(two_checkpoints):
     from mallocgym.harness import bench
 
-    scenario = mlp_scenario(4)
-    a, b = tmp_path / "a", tmp_path / "b"
-    save_checkpoint(a, net=fresh_net(scenario, seed=3), config=SMALL)
-    save_checkpoint(b, net=fresh_net(scenario, seed=4), config=SMALL)
+    scenario, a, b = two_checkpoints
     rows = bench([scenario], ["xla", f"muzero:{a}", f"muzero:{b}"], progress=False)
     # both checkpoints' agents are named "muzero": the bench names them by their specs
     assert [r.agent for r in rows] == ["xla", f"muzero:{a}", f"muzero:{b}"]

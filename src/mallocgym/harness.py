@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -84,11 +85,13 @@ def _warm_up() -> None:
 
 
 def _distinct_names(specs: Sequence[Agent | str], agents: list[Agent]) -> list[Agent]:
-    names = [a.name for a in agents]
+    """``agents``, those given as specs whose names clash renamed to their specs; a clash left
+    after that is a ``ValueError``."""
+    counts = Counter(a.name for a in agents)
     for spec, agent in zip(specs, agents):
-        if names.count(agent.name) > 1 and isinstance(spec, str):
+        if counts[agent.name] > 1 and isinstance(spec, str):
             agent.name = spec
-    clash = sorted({a.name for a in agents if [b.name for b in agents].count(a.name) > 1})
+    clash = sorted(name for name, n in Counter(a.name for a in agents).items() if n > 1)
     if clash:
         raise ValueError(f"two agents are named {', '.join(map(repr, clash))}: results are keyed by name, "
                          f"so each agent must appear once with a distinct name")
