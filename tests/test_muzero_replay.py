@@ -106,3 +106,26 @@ def test_sampling_follows_priorities_and_weights_correct_for_it():
     replay.update_priorities(np.array([3]), np.array([0.0]))
     idx, _ = replay.sample(2000, rng)
     assert np.mean(idx == 3) < 0.01
+
+
+def test_per_action_targets_are_stored_and_blank_otherwise():
+    a = SPEC.num_actions
+    with_targets = game([1, 2], [3, 4])
+    with_targets.action_rewards = np.array([[0.5, np.nan, 0.0], [np.nan, 1.5, 0.0]], np.float32)
+    with_targets.action_values = np.array([[2.0, np.nan, 3.0], [np.nan, 4.0, 5.0]], np.float32)
+    replay = Replay(10, SPEC)
+    replay.add(game([1, 1, 1], [0, 0, 0]))            # positions 0-2: no per-action targets
+    replay.add(with_targets)                          # positions 3-4
+    assert np.isnan(replay.action_values[:3]).all() and np.isnan(replay.action_rewards[:3]).all()
+    np.testing.assert_array_equal(replay.action_values[3:5], with_targets.action_values)
+    np.testing.assert_array_equal(replay.action_rewards[3:5], with_targets.action_rewards)
+    # a game written over old positions leaves no stale targets behind
+    replay.pointer = 3
+    replay.add(game([1, 1], [0, 0]))
+    assert np.isnan(replay.action_values[3:5]).all()
+    bad = game([1, 2], [3, 4])
+    bad.action_values = np.zeros((2, a + 1), np.float32)
+    before = replay.weight.copy()
+    with pytest.raises(ValueError, match="action_values"):
+        replay.add(bad)
+    np.testing.assert_array_equal(replay.weight, before)   # nothing written

@@ -12,11 +12,12 @@ from mallocgym.agents import make_agent
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.checkpoint import load_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
-from mallocgym.agents.muzero.learner import Learner
+from mallocgym.agents.muzero.learner import Learner, sample_action_pairs
 from mallocgym.agents.muzero.mcts import NetworkModel, effective_legal
-from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
+from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, obs_to_tensors
 from mallocgym.agents.muzero.replay import Replay, nstep_returns
-from mallocgym.agents.muzero.selfplay import ScenarioSource, SelfPlay, teacher_choice, teacher_targets
+from mallocgym.agents.muzero.selfplay import (ScenarioSource, SelfPlay, action_value_targets, teacher_choice,
+                                              teacher_targets)
 from mallocgym.agents.muzero.train import main, train
 from mallocgym.agents.search import CompletionScorer
 from mallocgym.evaluate import evaluate
@@ -293,3 +294,121 @@ def test_teacher_epsilon_explores_but_keeps_the_teachers_targets():
         assert np.all(record.policies.max(1) == 1.0)
         off_target += int(np.sum(record.policies.argmax(1) != record.actions))
     assert off_target > 0
+
+
+# ------------------------------------------------------------------ per-action (action-value) targets
+def test_action_value_targets_hand_worked():
+    # now 10 s, all-slow 20 s, scale 100; action 0: 9 s after the step, 6 s after XLA-like's
+    # completion; action 1 illegal; action 2 (skip): 10 s after the step, 7 s at the end
+    rewards, values = action_value_targets(np.array([6.0, np.inf, 7.0]), np.array([9.0, np.inf, 10.0]),
+                                           time_now=10.0, time_all_slow=20.0, scale=100.0)
+    np.testing.assert_allclose(rewards, [5.0, np.nan, 0.0])
+    np.testing.assert_allclose(values, [15.0, np.nan, 15.0])
+    # reward + value is the teacher's Q(a)
+    _, q0 = teacher_targets(np.array([6.0, np.inf, 7.0]), 0, time_now=10.0, time_all_slow=20.0, scale=100.0,
+                            temperature=0.0)
+    assert rewards[0] + values[0] == pytest.approx(q0)
+    with pytest.raises(ValueError, match="legal"):
+        action_value_targets(np.array([6.0, 7.0]), np.array([9.0, np.inf]), time_now=10.0, time_all_slow=20.0,
+                             scale=100.0)
+
+
+def test_completion_scorer_step_times_are_the_envs_one_step_times():
+    scenario = mlp_scenario(3)
+    env = make_env(scenario, TINY).unwrapped
+    env.reset(options={"workload": scenario})
+    rng = np.random.default_rng(1)
+    scorer = CompletionScorer(env.static, env.k)
+    tas = float(env.static.params[sim.TIME_ALL_SLOW])
+    step_times = np.empty(env.k + 1)
+    for _ in range(12):
+        plain, _ = scorer(env.sim_state)
+        times, _ = scorer(env.sim_state, step_times)
+        np.testing.assert_array_equal(times, plain)         # the extra output changes nothing else
+        legal = env.action_masks()
+        assert np.array_equal(np.isfinite(step_times), legal)
+        now = float(env.sim_state.totals[sim.TIME])
+        for a in np.flatnonzero(legal):
+            snap = env.clone_state()
+            _, reward, _, _, _ = env.step(int(a))
+            assert float(env.sim_state.totals[sim.TIME]) == pytest.approx(step_times[a], rel=1e-12)
+            assert reward == pytest.approx((now - step_times[a]) / tas, rel=1e-9, abs=1e-15)
+            env.restore_state(snap)
+        env.step(int(rng.choice(np.flatnonzero(legal))))
+
+
+def test_teacher_games_store_per_action_targets_consistent_with_the_game():
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.action_value_weight=1.0"])
+    _, replay, records = fill_replay(config, games=3, scenario=mlp_scenario(2))
+    known_rows = 0
+    for record, _ in records:
+        assert record.action_rewards.shape == record.action_values.shape == record.policies.shape
+        rows = np.flatnonzero(np.isfinite(record.action_values).any(1))
+        known_rows += len(rows)
+        t, a = rows, record.actions[rows]
+        # the taken action's per-action reward is the reward the game received, and its reward
+        # plus value is the teacher's stored value Q(best) (no epsilon: the move is the best)
+        np.testing.assert_allclose(record.action_rewards[t, a], record.rewards[t], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(record.action_rewards[t, a] + record.action_values[t, a], record.values[t],
+                                   rtol=1e-4, atol=1e-4)
+        # known exactly where the action is legal and the position has a choice
+        legal = record.obs["action_mask"].astype(bool)[rows]
+        assert np.all(np.isfinite(record.action_values[rows]) <= legal)
+        assert np.all(np.isfinite(record.action_values[rows]).sum(1) >= 2)
+    assert known_rows > 0
+    stored = np.isfinite(replay.action_values).any(1)
+    assert stored.sum() == known_rows
+
+
+def test_sample_action_pairs_draws_distinct_known_actions():
+    known = np.array([[True, False, True, True], [False, False, False, False], [False, True, False, False]])
+    rows, acts = sample_action_pairs(known, 2, np.random.default_rng(0))
+    assert known[rows, acts].all()
+    assert np.bincount(rows, minlength=3).tolist() == [2, 0, 1]
+    assert len(set(zip(rows.tolist(), acts.tolist()))) == len(rows)
+    seen = set()
+    for seed in range(40):                                   # every known action gets drawn
+        r, a = sample_action_pairs(known, 2, np.random.default_rng(seed))
+        seen |= set(a[r == 0].tolist())
+    assert seen == {0, 2, 3}
+
+
+def test_action_value_loss_is_the_hand_computed_cross_entropy():
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.action_value_weight=1.0",
+                                  "train.action_value_actions=1"])
+    net, replay, _ = fill_replay(config, games=2, scenario=mlp_scenario(2))
+    learner = Learner(net, config, np.random.default_rng(0))
+    idx = np.flatnonzero(np.isfinite(replay.action_values).any(1))[:6]
+    idx = np.concatenate([idx, [int(np.flatnonzero(~np.isfinite(replay.action_values).any(1)
+                                                   & (replay.weight > 0))[0])]])
+    keep = np.full_like(replay.action_values[idx], np.nan)
+    chosen = np.argmax(np.isfinite(replay.action_values[idx]), axis=1)   # one known action per row
+    rows = np.arange(len(idx) - 1)
+    keep[rows, chosen[rows]] = replay.action_values[idx[rows], chosen[rows]]
+    replay.action_values[idx] = keep
+    with torch.no_grad():
+        out = net.initial_inference(obs_to_tensors(replay.observations(idx)))
+        got = learner._action_value_loss(replay, idx, out.latent, out.cands).numpy()
+        assert got[-1] == 0.0                                # no targets: no loss
+        for b in rows:
+            a = int(chosen[b])
+            step = net.recurrent_inference(out.latent[b:b + 1], out.cands[b:b + 1], torch.tensor([a]))
+            r = torch.tensor([float(replay.action_rewards[idx[b], a])])
+            v = torch.tensor([float(replay.action_values[idx[b], a])])
+            ce_r = -(net.reward_support.encode(r) * torch.log_softmax(step.reward_logits, -1)).sum()
+            ce_v = -(net.value_support.encode(v) * torch.log_softmax(step.value_logits, -1)).sum()
+            assert got[b] == pytest.approx(float(ce_r + config.train.value_loss_weight * ce_v), rel=1e-5)
+
+
+def test_learner_with_action_values_reduces_that_loss():
+    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.action_value_weight=1.0",
+                                  "train.lr=3e-3", "train.batch_size=32"])
+    net, replay, _ = fill_replay(config, games=3, scenario=mlp_scenario(2))
+    learner = Learner(net, config, np.random.default_rng(0))
+    idx, w = replay.sample(64, np.random.default_rng(1))
+    _, before = learner.loss(replay, idx, w)
+    for _ in range(60):
+        learner.step(replay)
+    _, after = learner.loss(replay, idx, w)
+    assert before.action_value > 0
+    assert after.action_value < 0.7 * before.action_value, (before.action_value, after.action_value)

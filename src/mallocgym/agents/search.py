@@ -263,8 +263,10 @@ class CompletionScorer:
     ``scorer(state)`` returns ``(times, best)``: ``times[a]`` is the final program time after
     action ``a`` (candidate ``a`` for ``a < K``, skip for ``a = K``) and XLA-like play to the end,
     ``inf`` for an illegal action; ``best`` is the rollout's move, the first minimum with
-    XLA-like's own action first (so XLA-like's action on ties). ``state`` is untouched. Used as
-    mallocMuZero's training teacher (:mod:`mallocgym.agents.muzero.selfplay`).
+    XLA-like's own action first (so XLA-like's action on ties). ``state`` is untouched. Given
+    ``step_times`` (``float[K + 1]``), it also writes there the program time right after each
+    legal action, before the completion (``inf``: illegal). Used as mallocMuZero's training
+    teacher (:mod:`mallocgym.agents.muzero.selfplay`).
     """
 
     def __init__(self, st: sim.Static, k: int):
@@ -275,7 +277,7 @@ class CompletionScorer:
         self.best_time = np.array([np.inf])
         self.best_offsets = np.empty(st.size.shape[0], np.int64)
 
-    def __call__(self, state: sim.State) -> tuple[np.ndarray, int]:
+    def __call__(self, state: sim.State, step_times: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         st, k, sc = self.st, self.k, self.scratch
         times = np.full(k + 1, np.inf)
         if state.counters[STEP] >= st.size.shape[0]:
@@ -286,6 +288,14 @@ class CompletionScorer:
         count = m - 1  # every candidate plus skip
         env_actions = np.where(sc.actions[:m] < count, sc.actions[:m], k)
         times[env_actions] = sc.times[:m]
+        if step_times is not None:
+            # the program time right after each legal action (before the completion)
+            step_times[:] = np.inf
+            for i in range(m):
+                a = int(sc.actions[i])
+                copy_into(state, self.work)
+                decide(st, self.work, int(sc.cand_off[a]) if a < count else -1)
+                step_times[env_actions[i]] = float(self.work.totals[TIME])
         return times, int(env_actions[_first_min(sc.times, m)])
 
 

@@ -245,6 +245,14 @@ class TrainConfig:
       teacher_epsilon: in teacher games, the probability of playing a uniformly random legal
         move instead of the teacher's (the targets stay the teacher's), so that the learned
         dynamics also see the effects of moves the teacher would not play.
+      action_value_weight: weight of a loss on the learned model's view of moves not taken
+        (0: off; needs the teacher): at a teacher position, for up to ``action_value_actions``
+        legal actions drawn at random, one dynamics step from the position's encoding is
+        trained toward the action's exact reward and the value of XLA-like play from where it
+        leads (:func:`mallocgym.agents.muzero.selfplay.action_value_targets`), so that the
+        search compares moves with values grounded in the simulator rather than in the few
+        moves the teacher played.
+      action_value_actions: actions per sample of that loss.
       reward_mode: ``"dense"`` (MallocGame's reward) or ``"self_competition"`` (0 per step and,
         at the end, ``tanh((R - baseline) / self_competition_temperature)`` where the baseline is
         the agent's running mean return on that scenario, or XLA-like's return on a scenario
@@ -277,6 +285,8 @@ class TrainConfig:
     teacher_temperature: float = 0.0
     teacher_epsilon: float = 0.0
     teacher_margin: float = 0.0
+    action_value_weight: float = 0.0
+    action_value_actions: int = 4
     reward_mode: str = "dense"
     self_competition_ema: float = 0.9
     self_competition_temperature: float = 0.01
@@ -288,6 +298,7 @@ class TrainConfig:
         _positive("train", num_actors=self.num_actors, replay_capacity=self.replay_capacity,
                   batch_size=self.batch_size, unroll_steps=self.unroll_steps, td_steps=self.td_steps,
                   replay_ratio=self.replay_ratio, lr=self.lr, grad_clip=self.grad_clip,
+                  action_value_actions=self.action_value_actions,
                   self_competition_temperature=self.self_competition_temperature,
                   checkpoint_every_s=self.checkpoint_every_s, log_every_s=self.log_every_s)
         _unit("train", generator_fraction=self.generator_fraction, priority_alpha=self.priority_alpha,
@@ -295,9 +306,12 @@ class TrainConfig:
               self_competition_ema=self.self_competition_ema, teacher_fraction=self.teacher_fraction,
               teacher_epsilon=self.teacher_epsilon, teacher_margin=self.teacher_margin)
         if (self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0
-                or self.consistency_weight < 0 or self.teacher_temperature < 0):
-            raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight and "
-                             "teacher_temperature must be >= 0")
+                or self.consistency_weight < 0 or self.teacher_temperature < 0 or self.action_value_weight < 0):
+            raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight, "
+                             "teacher_temperature and action_value_weight must be >= 0")
+        if self.action_value_weight > 0 and self.teacher_fraction == 0:
+            raise ValueError("train.action_value_weight > 0 needs train.teacher_fraction > 0 (its targets "
+                             "come from the teacher's positions)")
         if self.generator_families:
             from ...workloads.generator import parse_families
 

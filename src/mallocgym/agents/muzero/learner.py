@@ -5,10 +5,15 @@ Per sample (importance-weighted, prioritised replay):
     value_loss_weight * CE(value_0, z_0) + CE(policy_0, pi_0)
     + 1/K sum_k [ CE(reward_k, r_k) + value_loss_weight * CE(value_k, z_k)
                   + mask_k * (CE(policy_k, pi_k) + consistency_weight * consistency_k) ]
+    + action_value_weight * mean_{a in S} [ CE(reward(s_0, a), r_a) + value_loss_weight * CE(value(s_0, a), v_a) ]
 
 with two-hot targets on the h-scaled supports, the gradient into each dynamics step halved,
 and ``consistency_k`` = 1 - cosine similarity between the unrolled latent (and candidate
-embeddings) and the encoding of the real observation ``k`` steps later (stop-gradient).
+embeddings) and the encoding of the real observation ``k`` steps later (stop-gradient). The last
+term (``train.action_value_weight > 0``) applies at teacher positions only: ``S`` is up to
+``train.action_value_actions`` legal actions drawn at random and ``r_a`` / ``v_a`` the teacher's
+exact per-action reward and XLA-like continuation value
+(:func:`~mallocgym.agents.muzero.selfplay.action_value_targets`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .mcts import NetworkModel, play
 from .networks import MuZeroNet, obs_to_tensors, scale_gradient
 from .replay import Replay
 
-__all__ = ["Learner", "LossParts"]
+__all__ = ["Learner", "LossParts", "sample_action_pairs"]
 
 
 @dataclass
@@ -37,14 +42,26 @@ class LossParts:
     policy: float
     consistency: float
     priorities: np.ndarray
+    action_value: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {"loss": self.total, "value": self.value, "reward": self.reward, "policy": self.policy,
-                "consistency": self.consistency}
+                "consistency": self.consistency, "action_value": self.action_value}
 
 
 def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
+
+
+def sample_action_pairs(known: np.ndarray, per_sample: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, actions)``: for each row of ``known`` (``bool[B, A]``), up to ``per_sample`` of
+    its True columns drawn uniformly without replacement."""
+    keys = np.where(known, rng.random(known.shape), np.inf)
+    order = np.argsort(keys, axis=1)[:, :per_sample]
+    rows = np.repeat(np.arange(known.shape[0]), order.shape[1])
+    actions = order.reshape(-1)
+    keep = known[rows, actions]
+    return rows[keep], actions[keep]
 
 
 def _cosine_gap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -127,6 +144,9 @@ class Learner:
             b = len(idx)
             targets = (tl.reshape(b, K, -1), tc.reshape(b, K, *tc.shape[1:]),
                        torch.from_numpy(later["candidates"].reshape(b, K, net.spec.k, -1)[..., 0] > 0).float())
+        action_value = torch.zeros_like(value_loss)
+        if t.action_value_weight > 0:
+            action_value = self._action_value_loss(replay, idx, out.latent, out.cands)
         latent, cands = out.latent, out.cands
         for k in range(1, K + 1):
             latent, cands = scale_gradient(latent, 0.5), scale_gradient(cands, 0.5)
@@ -142,13 +162,34 @@ class Learner:
                 consistency = consistency + m * (gap + slots) / K
             latent, cands = step.latent, step.cands
         per_sample = (t.value_loss_weight * value_loss + policy_loss + reward_loss
-                      + t.consistency_weight * consistency)
+                      + t.consistency_weight * consistency + t.action_value_weight * action_value)
         w = torch.from_numpy(weights)
         total = (w * per_sample).mean()
         with torch.no_grad():
             parts = LossParts(float(total), float(value_loss.mean()), float(reward_loss.mean()),
-                              float(policy_loss.mean()), float(consistency.mean()), priorities)
+                              float(policy_loss.mean()), float(consistency.mean()), priorities,
+                              float(action_value.mean()))
         return total, parts
+
+    def _action_value_loss(self, replay: Replay, idx: np.ndarray, latent: torch.Tensor,
+                           cands: torch.Tensor) -> torch.Tensor:
+        """Per sample ``[B]``: the mean over drawn actions of the reward CE plus
+        ``value_loss_weight`` times the value CE of one dynamics step (0 where no per-action
+        targets are stored)."""
+        t, net = self.config.train, self.net
+        rewards, values = replay.action_rewards[idx], replay.action_values[idx]
+        rows, acts = sample_action_pairs(np.isfinite(values), t.action_value_actions, self.rng)
+        loss = torch.zeros(len(idx), dtype=latent.dtype)
+        if rows.size == 0:
+            return loss
+        r_rows = torch.from_numpy(rows)
+        step = net.recurrent_inference(scale_gradient(latent[r_rows], 0.5), scale_gradient(cands[r_rows], 0.5),
+                                       torch.from_numpy(acts))
+        pair = (_ce(step.reward_logits, net.reward_support.encode(torch.from_numpy(rewards[rows, acts])))
+                + t.value_loss_weight * _ce(step.value_logits, net.value_support.encode(torch.from_numpy(values[rows, acts]))))
+        counts = np.bincount(rows, minlength=len(idx))
+        loss = loss.index_add(0, r_rows, pair)
+        return loss / torch.from_numpy(np.maximum(counts, 1)).to(loss.dtype)
 
     def step(self, replay: Replay) -> LossParts:
         """Sample a batch, take one optimiser step, update the sampled priorities."""

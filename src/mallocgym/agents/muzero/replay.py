@@ -47,13 +47,17 @@ def nstep_returns(rewards: np.ndarray, values: np.ndarray, td_steps: int, discou
 class GameRecord:
     """One finished self-play game: per position ``t`` the observation (batched arrays
     ``{key: [L, ...]}``), the action taken, the (scaled) reward received, the search value and
-    the search policy."""
+    the search policy; optionally, per position and action, the (scaled) reward of every action
+    and the value of the position it leads to (``[L, A]``, NaN where unknown: the teacher's
+    per-action targets, :func:`~mallocgym.agents.muzero.selfplay.action_value_targets`)."""
 
     obs: dict[str, np.ndarray]
     actions: np.ndarray
     rewards: np.ndarray
     values: np.ndarray
     policies: np.ndarray
+    action_rewards: np.ndarray | None = None
+    action_values: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -102,6 +106,8 @@ class Replay:
         self.rewards = np.zeros(c, np.float32)
         self.values = np.zeros(c, np.float32)
         self.policies = np.zeros((c, a), np.float32)
+        self.action_rewards = np.full((c, a), np.nan, np.float32)
+        self.action_values = np.full((c, a), np.nan, np.float32)
         self.start = np.zeros(c, np.int64)
         self.end = np.zeros(c, np.int64)
         self.weight = np.zeros(c, np.float64)   # priority ** alpha; 0 = empty
@@ -131,6 +137,11 @@ class Replay:
             return
         if n > self.capacity:
             raise ValueError(f"a game of {n} positions does not fit a replay of capacity {self.capacity}")
+        for name in ("action_rewards", "action_values"):
+            given = getattr(game, name)
+            if given is not None and np.shape(given) != (n, self.spec.num_actions):
+                raise ValueError(f"GameRecord.{name} has shape {np.shape(given)}, expected "
+                                 f"{(n, self.spec.num_actions)}")
         if self.pointer + n > self.capacity:
             self._drop(self.pointer, self.capacity)
             self.pointer = 0
@@ -142,6 +153,9 @@ class Replay:
         self.rewards[lo:hi] = game.rewards
         self.values[lo:hi] = game.values
         self.policies[lo:hi] = game.policies
+        for name in ("action_rewards", "action_values"):
+            given = getattr(game, name)
+            getattr(self, name)[lo:hi] = np.nan if given is None else given
         self.start[lo:hi] = lo
         self.end[lo:hi] = hi
         if priorities is None:

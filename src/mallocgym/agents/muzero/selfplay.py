@@ -31,7 +31,7 @@ from .networks import OBS_KEYS, stack_obs
 from .replay import GameRecord
 
 __all__ = ["ScenarioSource", "Actor", "SelfPlay", "Episode", "xla_return", "fallback_generator",
-           "teacher_targets", "teacher_choice"]
+           "teacher_targets", "teacher_choice", "action_value_targets"]
 
 
 def xla_return(static: sim.Static) -> float:
@@ -87,6 +87,29 @@ def teacher_targets(times: np.ndarray, best: int, *, time_now: float, time_all_s
         w = np.exp(z)
         policy[legal] = w / w.sum()
     return policy, float(q[best])
+
+
+def action_value_targets(times: np.ndarray, step_times: np.ndarray, *, time_now: float, time_all_slow: float,
+                         scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-action targets for the learned model at one teacher position: ``(rewards, values)``,
+    each ``float32[A]``, NaN for an illegal action.
+
+    ``rewards[a] = scale * (time_now - step_times[a]) / time_all_slow`` is MallocGame's dense
+    reward of ``a`` and ``values[a] = scale * (step_times[a] - times[a]) / time_all_slow`` the
+    return of XLA-like play from the position ``a`` leads to; they sum to the teacher's ``Q(a)``
+    (:func:`teacher_targets`). ``times`` / ``step_times``: the completion and one-step program
+    times of :class:`~mallocgym.agents.search.CompletionScorer` (``inf``: illegal).
+    """
+    times = np.asarray(times, np.float64)
+    step_times = np.asarray(step_times, np.float64)
+    legal = np.isfinite(times)
+    if not np.array_equal(legal, np.isfinite(step_times)):
+        raise ValueError("times and step_times disagree on which actions are legal")
+    rewards = np.full(len(times), np.nan, np.float32)
+    values = np.full(len(times), np.nan, np.float32)
+    rewards[legal] = scale * (time_now - step_times[legal]) / time_all_slow
+    values[legal] = scale * (step_times[legal] - times[legal]) / time_all_slow
+    return rewards, values
 
 
 def fallback_generator(rng: np.random.Generator) -> Scenario:
@@ -172,31 +195,42 @@ class Actor:
         self.known = None
         self.steps = []
 
-    def teacher_move(self, config: MuZeroConfig, prune_no_benefit: bool) -> tuple[int, np.ndarray, float]:
-        """``(move, policy target, value)`` at the current position: the teacher's targets; the
-        move is the teacher's (:func:`teacher_choice` with ``train.teacher_margin``), or with
-        probability ``train.teacher_epsilon`` a uniformly random legal one."""
+    def teacher_move(self, config: MuZeroConfig,
+                     prune_no_benefit: bool) -> tuple[int, np.ndarray, float, tuple[np.ndarray, np.ndarray] | None]:
+        """``(move, policy target, value, per-action targets)`` at the current position: the
+        teacher's targets; the move is the teacher's (:func:`teacher_choice` with
+        ``train.teacher_margin``), or with probability ``train.teacher_epsilon`` a uniformly
+        random legal one. The per-action targets (:func:`action_value_targets`) are computed
+        when ``train.action_value_weight > 0`` and the position has more than one legal move,
+        else None."""
         env = self.env.unwrapped
         state = env.sim_state
         batch = {key: self.obs[key][None] for key in ("action_mask", "buffer")}
         legal = effective_legal(batch, prune_no_benefit=prune_no_benefit)[0]   # the search's rule
+        time_now = float(state.totals[sim.TIME])
+        time_all_slow = float(env.static.params[sim.TIME_ALL_SLOW])
+        scale = config.network.reward_scale
+        per_action = None
         if legal.sum() == 1 and self.known is not None:
             # one move (skip, which is XLA-like's move here too): its completion is the one the
             # previous move's score already holds, no need to rerun all K + 1
             times = np.where(legal, self.known, np.inf)
         else:
-            times, _ = self.scorer(state)
+            step_times = np.empty(len(legal)) if config.train.action_value_weight > 0 else None
+            times, _ = self.scorer(state, step_times)
             times[~legal] = np.inf
+            if step_times is not None and legal.sum() > 1:
+                step_times[~legal] = np.inf
+                per_action = action_value_targets(times, step_times, time_now=time_now,
+                                                  time_all_slow=time_all_slow, scale=scale)
         best = teacher_choice(times, xla_move(legal), config.train.teacher_margin)
-        policy, value = teacher_targets(times, best, time_now=float(state.totals[sim.TIME]),
-                                        time_all_slow=float(env.static.params[sim.TIME_ALL_SLOW]),
-                                        scale=config.network.reward_scale,
-                                        temperature=config.train.teacher_temperature)
+        policy, value = teacher_targets(times, best, time_now=time_now, time_all_slow=time_all_slow,
+                                        scale=scale, temperature=config.train.teacher_temperature)
         eps = config.train.teacher_epsilon
         if eps > 0 and self.rng.random() < eps:
             best = int(self.rng.choice(np.flatnonzero(np.isfinite(times))))
         self.known = float(times[best])   # XLA-like's completion from the next position
-        return best, policy, value
+        return best, policy, value, per_action
 
 
 class SelfPlay:
@@ -216,22 +250,22 @@ class SelfPlay:
         """One move in every game (one batched search for the games the teacher does not play);
         returns the games that ended."""
         cfg = self.config
-        moves: dict[int, tuple[int, np.ndarray, float]] = {}
+        moves: dict[int, tuple[int, np.ndarray, float, None]] = {}
         searched = [i for i, a in enumerate(self.actors) if a.scorer is None]
         if searched:
             obs = stack_obs([self.actors[i].obs for i in searched])
             result = play(model, obs, config=cfg.search, num_simulations=cfg.search.num_simulations,
                           rngs=[self.actors[i].rng for i in searched])
             for j, i in enumerate(searched):
-                moves[i] = (int(result.action[j]), result.policy[j], float(result.value[j]))
+                moves[i] = (int(result.action[j]), result.policy[j], float(result.value[j]), None)
         finished = []
         for i, actor in enumerate(self.actors):
             if actor.scorer is not None:
-                action, policy, value = actor.teacher_move(cfg, cfg.search.prune_no_benefit)
+                action, policy, value, per_action = actor.teacher_move(cfg, cfg.search.prune_no_benefit)
             else:
-                action, policy, value = moves[i]
+                action, policy, value, per_action = moves[i]
             nxt, reward, done, _, _ = actor.env.unwrapped.step(action)
-            actor.steps.append((actor.obs, action, reward, value, policy))
+            actor.steps.append((actor.obs, action, reward, value, policy, per_action))
             actor.obs = nxt
             if done:
                 finished.append(self._finish(actor))
@@ -263,4 +297,8 @@ class SelfPlay:
             values=np.array([s[3] for s in steps], np.float32),
             policies=np.stack([s[4] for s in steps]).astype(np.float32),
         )
+        if any(s[5] is not None for s in steps):
+            blank = np.full(len(steps[0][4]), np.nan, np.float32)
+            record.action_rewards = np.stack([blank if s[5] is None else s[5][0] for s in steps])
+            record.action_values = np.stack([blank if s[5] is None else s[5][1] for s in steps])
         return record, episode
