@@ -22,6 +22,13 @@ def test_validation_set_is_held_out_medium_programs():
     again = choose.validation_set(["unet", "rnn"])
     assert [s.name for s in again] == [s.name for s in per_family]
     assert (again[0].workload.size == per_family[0].workload.size).all()
+    # a larger set per family holds the smaller one, program for program
+    six = choose.validation_set(["unet", "rnn"], per_family=6)
+    assert len(six) == 24
+    assert [s.name for s in six[:4]] == [s.name for s in per_family[:4]]
+    assert len({s.name for s in six}) == 24
+    with pytest.raises(ValueError, match="per_family"):
+        choose.validation_set(["unet"], per_family=7)
 
 
 def test_score_counts_wins_and_losses_against_xla_by_hand():

@@ -7,9 +7,10 @@ speedup). The validation programs come from the workload generator's ``medium`` 
 (300-800 buffers, larger than the ``small`` programs training draws) at fixed seeds that
 training never draws in practice (it draws seeds uniformly from ``[0, 2**31)``), at 1/8 and
 1/2 of peak live bytes: by default six programs of the preset's own family draw; with
-``--families`` two programs of each named family.
+``--families`` ``--per-family`` programs (default 2, at most 6) of each named family.
 
-    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--families unet,rnn] [--out FILE.json]
+    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--families unet,rnn] [--per-family 6]
+        [--out FILE.json]
 
 Prints one line per candidate and the chosen one; ``--out`` also writes every result.
 """
@@ -31,13 +32,16 @@ from mallocgym.workloads.generator import WorkloadGenerator, parse_families, pre
 VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
 
 
-def validation_set(families: list[str] | None = None) -> list:
+def validation_set(families: list[str] | None = None, per_family: int = 2) -> list:
     """Held-out generated scenarios at 1/8 and 1/2: six ``medium`` programs of the preset's
-    family draw (twelve scenarios) or, with ``families``, two programs of each family."""
+    family draw (twelve scenarios) or, with ``families``, ``per_family`` programs of each family
+    (the first ``per_family`` validation seeds, so a larger set contains the smaller one)."""
+    if not 1 <= per_family <= len(VALIDATION_SEEDS):
+        raise ValueError(f"per_family must be in 1..{len(VALIDATION_SEEDS)}, got {per_family}")
     if not families:
         gens = [(WorkloadGenerator("medium"), VALIDATION_SEEDS)]
     else:
-        gens = [(WorkloadGenerator(replace(preset("medium"), families=(f,))), VALIDATION_SEEDS[:2])
+        gens = [(WorkloadGenerator(replace(preset("medium"), families=(f,))), VALIDATION_SEEDS[:per_family])
                 for f in families]
     return [gen.scenario(seed, f) for gen, seeds in gens for seed in seeds for f in (Fraction(1, 8), Fraction(1, 2))]
 
@@ -58,12 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default="",
                    help="validate on two medium programs of each of these comma-separated generator families "
                         "(default: six programs of the preset's family draw)")
+    p.add_argument("--per-family", type=int, default=2,
+                   help=f"programs per family with --families (1-{len(VALIDATION_SEEDS)}, default 2)")
     p.add_argument("--out", help="write all results (JSON) here")
     args = p.parse_args(argv)
     try:
         families = list(parse_families(args.families))
     except ValueError as exc:
         raise SystemExit(f"--families: {exc}") from None
+    if not 1 <= args.per_family <= len(VALIDATION_SEEDS):
+        raise SystemExit(f"--per-family must be in 1..{len(VALIDATION_SEEDS)}, got {args.per_family}")
     if len(set(args.candidates)) != len(args.candidates):
         raise SystemExit(f"candidates must be distinct, got {args.candidates}")
     agents = [make_agent("xla")]
@@ -71,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         agents.append(make_agent(spec))
         agents[-1].name = spec   # runs in different folders share the agent name "muzero"
     names = list(args.candidates)
-    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set(families)}
+    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set(families, args.per_family)}
     rows = {name: [r.to_dict(with_offsets=False) for r in bench(sc, agents)] for name, sc in sets.items()}
     table = []
     for spec, name in zip(args.candidates, names):
