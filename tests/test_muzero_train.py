@@ -78,15 +78,20 @@ def test_self_competition_reward_scores_the_episode_against_the_baseline():
         assert abs(record.rewards[-1]) <= 100.0
 
 
-def test_learner_fits_a_fixed_replay():
-    config = TINY.with_overrides(["train.lr=3e-3", "train.batch_size=32"])
-    net, replay, _ = fill_replay(config, games=4)
+def fit_fixed_replay(overrides: list[str], **fill):
+    """Sixty learner steps on a fixed replay; the loss of one fixed batch before and after."""
+    config = TINY.with_overrides(["train.lr=3e-3", "train.batch_size=32", *overrides])
+    net, replay, _ = fill_replay(config, **fill)
     learner = Learner(net, config, np.random.default_rng(0))
     idx, w = replay.sample(64, np.random.default_rng(1))
-    before, _ = learner.loss(replay, idx, w)
+    before = learner.loss(replay, idx, w)
     for _ in range(60):
         learner.step(replay)
-    after, parts = learner.loss(replay, idx, w)
+    return before, learner.loss(replay, idx, w)
+
+
+def test_learner_fits_a_fixed_replay():
+    (before, _), (after, parts) = fit_fixed_replay([], games=4)
     assert math.isfinite(float(after.detach()))
     before, after = float(before.detach()), float(after.detach())
     assert after < 0.7 * before, (before, after)
@@ -222,14 +227,23 @@ def test_completion_scorer_matches_stepping_the_env_and_finishing_with_xla():
     rng = np.random.default_rng(0)
     scorer = CompletionScorer(env.static, env.k)
     work = sim.new_state(env.static)
+    tas = float(env.static.params[sim.TIME_ALL_SLOW])
+    step_times = np.empty(env.k + 1)
     for _ in range(12):                      # a few positions along a random game
-        times, best = scorer(env.sim_state)
+        plain, _ = scorer(env.sim_state)
+        times, best = scorer(env.sim_state, step_times)
+        np.testing.assert_array_equal(times, plain)     # the optional output changes nothing else
         legal = env.action_masks()
         assert np.array_equal(np.isfinite(times), legal)
+        assert np.array_equal(np.isfinite(step_times), legal)
         assert times[best] == times.min()
+        now = float(env.sim_state.totals[sim.TIME])
         for a in np.flatnonzero(legal):
             snap = env.clone_state()
-            env.step(int(a))
+            _, reward, _, _, _ = env.step(int(a))
+            # step_times: the program time right after the action, as the env's reward says
+            assert float(env.sim_state.totals[sim.TIME]) == pytest.approx(step_times[a], rel=1e-12)
+            assert reward == pytest.approx((now - step_times[a]) / tas, rel=1e-9, abs=1e-15)
             assert complete(env.static, env.sim_state, work) == pytest.approx(times[a], rel=1e-12)
             env.restore_state(snap)
         env.step(int(rng.choice(np.flatnonzero(legal))))
@@ -313,30 +327,6 @@ def test_action_value_targets_hand_worked():
                              scale=100.0)
 
 
-def test_completion_scorer_step_times_are_the_envs_one_step_times():
-    scenario = mlp_scenario(3)
-    env = make_env(scenario, TINY).unwrapped
-    env.reset(options={"workload": scenario})
-    rng = np.random.default_rng(1)
-    scorer = CompletionScorer(env.static, env.k)
-    tas = float(env.static.params[sim.TIME_ALL_SLOW])
-    step_times = np.empty(env.k + 1)
-    for _ in range(12):
-        plain, _ = scorer(env.sim_state)
-        times, _ = scorer(env.sim_state, step_times)
-        np.testing.assert_array_equal(times, plain)         # the extra output changes nothing else
-        legal = env.action_masks()
-        assert np.array_equal(np.isfinite(step_times), legal)
-        now = float(env.sim_state.totals[sim.TIME])
-        for a in np.flatnonzero(legal):
-            snap = env.clone_state()
-            _, reward, _, _, _ = env.step(int(a))
-            assert float(env.sim_state.totals[sim.TIME]) == pytest.approx(step_times[a], rel=1e-12)
-            assert reward == pytest.approx((now - step_times[a]) / tas, rel=1e-9, abs=1e-15)
-            env.restore_state(snap)
-        env.step(int(rng.choice(np.flatnonzero(legal))))
-
-
 def test_teacher_games_store_per_action_targets_consistent_with_the_game():
     config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.action_value_weight=1.0"])
     _, replay, records = fill_replay(config, games=3, scenario=mlp_scenario(2))
@@ -401,14 +391,7 @@ def test_action_value_loss_is_the_hand_computed_cross_entropy():
 
 
 def test_learner_with_action_values_reduces_that_loss():
-    config = TINY.with_overrides(["train.teacher_fraction=1.0", "train.action_value_weight=1.0",
-                                  "train.lr=3e-3", "train.batch_size=32"])
-    net, replay, _ = fill_replay(config, games=3, scenario=mlp_scenario(2))
-    learner = Learner(net, config, np.random.default_rng(0))
-    idx, w = replay.sample(64, np.random.default_rng(1))
-    _, before = learner.loss(replay, idx, w)
-    for _ in range(60):
-        learner.step(replay)
-    _, after = learner.loss(replay, idx, w)
+    (_, before), (_, after) = fit_fixed_replay(["train.teacher_fraction=1.0", "train.action_value_weight=1.0"],
+                                               games=3, scenario=mlp_scenario(2))
     assert before.action_value > 0
     assert after.action_value < 0.7 * before.action_value, (before.action_value, after.action_value)
