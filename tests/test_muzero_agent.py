@@ -1,5 +1,8 @@
 """The harness agents: simulator mode on the trap, checkpoints, factory options."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -13,7 +16,7 @@ from mallocgym.agents.muzero.mcts import play, xla_move
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
-from mallocgym.scenarios import Scenario
+from mallocgym.scenarios import Scenario, resolve
 
 from conftest import baseline_script, mlp_scenario
 
@@ -193,3 +196,17 @@ def test_bench_keeps_agents_with_clashing_names_apart(two_checkpoints):
         assert row.speedup == pytest.approx(evaluate(scenario.workload, own.offsets, scenario.hardware).speedup)
     with pytest.raises(ValueError, match="two agents are named 'xla'"):
         bench([scenario], ["xla", "xla"], progress=False)
+
+
+def test_the_published_entry_reproduces_its_leaderboard_mapping():
+    """The exported leaderboard ensemble (baselines/muzero) loads and plays exactly the mapping
+    its results.json records, on the test scenario it loses most on."""
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "baselines/muzero/default-test/results.json").read_text())
+    published = next(r for r in rows if r["agent"] == "muzero-x2" and r["scenario"] == "unet-infer@1/2")
+    agent = make_agent(f"muzero:{root}/baselines/muzero/checkpoint+{root}/baselines/muzero/checkpoint-2")
+    scenario = resolve("unet-infer@1/2")
+    solution = agent.solve(scenario)
+    assert solution.offsets.tolist() == published["offsets"]
+    assert evaluate(scenario.workload, solution.offsets, scenario.hardware).speedup == pytest.approx(
+        published["speedup"], rel=1e-12)
