@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         families = list(parse_families(args.families))
     except ValueError as exc:
         raise SystemExit(f"--families: {exc}") from None
-    if not 1 <= args.per_family <= len(VALIDATION_SEEDS):
-        raise SystemExit(f"--per-family must be in 1..{len(VALIDATION_SEEDS)}, got {args.per_family}")
+    try:
+        validation = validation_set(families, args.per_family)
+    except ValueError as exc:
+        raise SystemExit(f"--per-family: {exc}") from None
     if len(set(args.candidates)) != len(args.candidates):
         raise SystemExit(f"candidates must be distinct, got {args.candidates}")
     agents = [make_agent("xla")]
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         agents.append(make_agent(spec))
         agents[-1].name = spec   # runs in different folders share the agent name "muzero"
     names = list(args.candidates)
-    sets = {"train": scenarios.suite("default", "train"), "validation": validation_set(families, args.per_family)}
+    sets = {"train": scenarios.suite("default", "train"), "validation": validation}
     rows = {name: [r.to_dict(with_offsets=False) for r in bench(sc, agents)] for name, sc in sets.items()}
     table = []
     for spec, name in zip(args.candidates, names):

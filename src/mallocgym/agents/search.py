@@ -155,11 +155,12 @@ def _base_action(st, state, count):
 
 @njit(cache=True)
 def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
-            times, actions, best_time, best_offsets, known):
+            times, actions, step_times, best_time, best_offsets, known):
     """Score every legal action of ``state`` by its XLA-like completion.
 
-    Writes ``actions[i]`` (candidate index, ``count`` = skip) and ``times[i]``, XLA-like's own
-    action first, then the candidates in order, then skip; updates the incumbent
+    Writes ``actions[i]`` (candidate index, ``count`` = skip), ``times[i]`` and ``step_times[i]``
+    (the program time right after the action, before the completion; NaN where not run),
+    XLA-like's own action first, then the candidates in order, then skip; updates the incumbent
     ``best_time[0]`` / ``best_offsets`` on strict improvement. ``known >= 0`` is ``state``'s
     own XLA-like completion time, which is also that of XLA-like's action (XLA-like is
     deterministic), so that one is not rerun. Returns ``(actions, completions run)``.
@@ -176,10 +177,12 @@ def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
     for i in range(m):
         if i == 0 and known >= 0.0:
             times[0] = known
+            step_times[0] = np.nan
             continue
         a = actions[i]
         copy_into(state, work)
         decide(st, work, cand_off[a] if a < count else -1)
+        step_times[i] = work.totals[TIME]
         t = run_fit(st, work, FIT_BEST, True)
         runs += 1
         times[i] = t
@@ -200,7 +203,7 @@ def _first_min(times, m):
 
 @njit(cache=True)
 def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times, actions,
-                 best_time, best_offsets, counter, limit):
+                 step_times, best_time, best_offsets, counter, limit):
     """Level-1 rollout from ``cur`` to the end of the episode (``cur`` is played in place).
 
     Adds the completions it runs to ``counter[0]``; once another step would take it past
@@ -217,7 +220,7 @@ def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_
             run_fit(st, cur, FIT_BEST, True)
             break
         m, runs = _expand(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times,
-                          actions, best_time, best_offsets, known)
+                          actions, step_times, best_time, best_offsets, known)
         counter[0] += runs
         best = _first_min(times, m)
         known = times[best]
@@ -239,6 +242,7 @@ class _Scratch:
         self.cand_hi = np.zeros(k, np.int64)
         self.times = np.empty(k + 1, np.float64)
         self.actions = np.empty(k + 1, np.int64)
+        self.step_times = np.empty(k + 1, np.float64)
 
     def candidates(self, st, state, k) -> int:
         return int(_candidates(st, state, k, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
@@ -246,14 +250,14 @@ class _Scratch:
 
     def expand(self, st, state, k, work, incumbent: "_Incumbent", known: float = -1.0) -> tuple[int, int]:
         m, runs = _expand(st, state, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
-                          self.cand_lo, self.cand_hi, self.times, self.actions, incumbent.time,
-                          incumbent.offsets, float(known))
+                          self.cand_lo, self.cand_hi, self.times, self.actions, self.step_times,
+                          incumbent.time, incumbent.offsets, float(known))
         return int(m), int(runs)
 
     def rollout_run(self, st, cur, k, work, incumbent: "_Incumbent", counter, limit: int) -> float:
         return float(_rollout_run(st, cur, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
-                                  self.cand_lo, self.cand_hi, self.times, self.actions, incumbent.time,
-                                  incumbent.offsets, counter, limit))
+                                  self.cand_lo, self.cand_hi, self.times, self.actions, self.step_times,
+                                  incumbent.time, incumbent.offsets, counter, limit))
 
 
 class CompletionScorer:
@@ -284,18 +288,13 @@ class CompletionScorer:
             raise ValueError("the episode is over: no action to score")
         self.best_time[0] = np.inf
         m, _ = _expand(st, state, k, self.work, sc.ids, sc.gap_lo, sc.gap_hi, sc.cand_off, sc.cand_lo,
-                       sc.cand_hi, sc.times, sc.actions, self.best_time, self.best_offsets, -1.0)
+                       sc.cand_hi, sc.times, sc.actions, sc.step_times, self.best_time, self.best_offsets, -1.0)
         count = m - 1  # every candidate plus skip
         env_actions = np.where(sc.actions[:m] < count, sc.actions[:m], k)
         times[env_actions] = sc.times[:m]
-        if step_times is not None:
-            # the program time right after each legal action (before the completion)
+        if step_times is not None:   # recorded by the completions themselves (no known time: all run)
             step_times[:] = np.inf
-            for i in range(m):
-                a = int(sc.actions[i])
-                copy_into(state, self.work)
-                decide(st, self.work, int(sc.cand_off[a]) if a < count else -1)
-                step_times[env_actions[i]] = float(self.work.totals[TIME])
+            step_times[env_actions] = sc.step_times[:m]
         return times, int(env_actions[_first_min(sc.times, m)])
 
 
