@@ -19,8 +19,9 @@ def scenarios(draw, max_ops: int = 12, max_buffers: int = 12):
     for _ in range(n):
         s = draw(hs.integers(0, n_ops - 1))
         e = draw(hs.integers(s, n_ops - 1))
-        sz = draw(hs.integers(1, capacity))
-        extra = draw(hs.lists(hs.tuples(hs.integers(s, e), hs.integers(0, 3 * sz), hs.booleans()), max_size=3))
+        # now and then a buffer larger than the fast memory: legal, it stays slow
+        sz = draw(hs.integers(1, capacity + 2 * alignment))
+        extra = draw(hs.lists(hs.tuples(hs.integers(s, e), hs.integers(0, sz), hs.booleans()), max_size=3))
         size.append(sz)
         start.append(s)
         end.append(e)

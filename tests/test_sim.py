@@ -108,6 +108,7 @@ def test_candidates_and_costs_match_reference(case, rnd):
 def test_first_conflict_matches_reference(case, rnd):
     workload, hardware = case
     offsets = np.array([rnd.choice([-1, rnd.randrange(0, hardware.fast_capacity - s + 1)])
+                        if s <= hardware.fast_capacity else -1  # a buffer larger than fast memory stays slow
                         for s in workload.size.tolist()], dtype=np.int64)
     st, state = _state(workload, hardware)
     pairs = reference.overlaps(workload, offsets)

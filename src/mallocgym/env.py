@@ -15,13 +15,16 @@ from . import features, sim
 from .features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
 from .hardware import Hardware
 from .render import ascii_map, memory_map
-from .scenarios import Scenario, resolve, suite
+from ._validate import check_int
+from .scenarios import Scenario, as_hardware, check_capacity, oversized, resolve, suite
 from .workloads import Workload
 
 __all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
 
 INVALID_ACTION_MODES = ("skip", "terminate", "raise")
 _CACHE_SIZE = 128
+_MAX_CANDIDATES = 4096
+_SPEC_TYPES = (Workload, Scenario, str, os.PathLike)
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class _Compiled:
     scenario: Scenario
     static: sim.Static
     norm: features.Norm
+    oversized: int  # buffers larger than the fast memory (always slow)
 
 
 class KernelArrays(NamedTuple):
@@ -117,8 +121,9 @@ class MallocGameEnv(gym.Env):
     ## Information
 
     Every step: ``action_mask``, ``time`` and ``time_all_slow`` (seconds), ``speedup``,
-    ``placed_bytes_fraction``, ``invalid_action`` (bool: the action was masked), ``buffer`` (id
-    of the buffer to decide next, -1 at the end), ``step`` (buffers decided). At the end also
+    ``placed_bytes_fraction``, ``invalid_action`` (bool: the action was masked),
+    ``oversized_buffers`` (how many buffers are larger than the fast memory: they stay slow),
+    ``buffer`` (id of the buffer to decide next, -1 at the end), ``step`` (buffers decided). At the end also
     ``offsets``: a list of ``N`` ints in the workload's buffer order, -1 = slow memory; it passes
     ``mallocgym.evaluate`` (a list, not an array, so that vector envs can batch episodes of
     different sizes).
@@ -131,7 +136,13 @@ class MallocGameEnv(gym.Env):
       called at every reset with the env's seeded generator (unlimited training instances).
       ``None``: the bundled suite's ``split`` (default: train).
     - ``hardware``: a :class:`~mallocgym.Hardware` or profile name; ``capacity``: fast-memory
-      bytes (overrides the scenario's).
+      bytes (an integer in ``[1, 2**48]``). Both apply to every scenario the env plays (the
+      suite's, a list's, a generator's, a reset option's): ``hardware`` replaces the profile
+      (keeping the scenario's capacity unless the profile sets one), ``capacity`` the size; a
+      scenario whose capacity changed is named ``WORKLOAD@CAPACITYB``. Buffers larger than the
+      fast memory are legal: only skip is legal on their turn (``info["oversized_buffers"]``).
+      Every argument is checked here: a wrong type is a ``TypeError``, a bad value a
+      ``ValueError``, each naming the argument.
     - ``n_candidates`` ``K`` (16), ``n_next`` ``L`` (8), ``memory_bins`` ``(A, B)`` ((32, 32)).
     - ``order``: ``"boundedness"`` (XLA's, default), ``"start"`` or ``"size"``.
     - ``invalid_action``: what a masked action does: ``"skip"`` (default; treated as skip and
@@ -166,21 +177,20 @@ class MallocGameEnv(gym.Env):
         suite_name: str = "default",
         render_mode: str | None = None,
     ):
-        if int(n_candidates) < 1:
-            raise ValueError(f"n_candidates must be >= 1, got {n_candidates}")
-        if int(n_next) < 1:
-            raise ValueError(f"n_next must be >= 1, got {n_next}")
-        if len(memory_bins) != 2 or min(memory_bins) < 1:
-            raise ValueError(f"memory_bins must be two integers >= 1, got {memory_bins}")
+        self.k = check_int(n_candidates, "n_candidates", low=1, high=_MAX_CANDIDATES)
+        self.n_next = check_int(n_next, "n_next", low=1, high=_MAX_CANDIDATES)
+        if isinstance(memory_bins, (str, bytes)) or not isinstance(memory_bins, Sequence) or len(memory_bins) != 2:
+            raise TypeError(f"memory_bins must be two integers (address bins, time bins), got {memory_bins!r}")
+        bins = tuple(check_int(v, f"memory_bins[{i}]", low=1, high=4096) for i, v in enumerate(memory_bins))
+        capacity = None if capacity is None else check_capacity(capacity)
+        hardware = None if hardware is None else as_hardware(hardware)
         if order not in sim.ORDERS:
             raise ValueError(f"order must be one of {sim.ORDERS}, got {order!r}")
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        self.k = int(n_candidates)
-        self.n_next = int(n_next)
-        self.memory_bins = (int(memory_bins[0]), int(memory_bins[1]))
+        self.memory_bins = bins
         self.order = order
         self.invalid_action = invalid_action
         self.render_mode = render_mode
@@ -189,15 +199,18 @@ class MallocGameEnv(gym.Env):
         self._generator = None
         if workload is None:
             specs: list = list(suite(suite_name, split))
-        elif isinstance(workload, (Workload, Scenario, str, os.PathLike)):
+        elif isinstance(workload, _SPEC_TYPES):
             specs = [workload]
         elif callable(workload):
             self._generator = workload
             specs = [workload(np.random.default_rng(0))]
-        else:
+        elif isinstance(workload, Sequence):
             specs = list(workload)
             if not specs:
                 raise ValueError("workload list is empty")
+        else:
+            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name, a file path, a list of "
+                            f"these or a generator, got {type(workload).__name__} {workload!r}")
         self._scenarios = [self._resolve(s) for s in specs]
         self._cache: dict[Scenario, _Compiled] = {}
 
@@ -216,17 +229,19 @@ class MallocGameEnv(gym.Env):
 
     # ------------------------------------------------------------------ scenarios
     def _resolve(self, spec) -> Scenario:
-        if isinstance(spec, Scenario):
-            return spec
+        """A scenario with the env's ``hardware`` and ``capacity`` applied (to every scenario:
+        the suite's, a list's and a generator's)."""
+        if not isinstance(spec, _SPEC_TYPES):
+            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name or a file path, "
+                            f"got {type(spec).__name__} {spec!r}")
         return resolve(spec, self._hardware_arg, self._capacity_arg)
 
     def _compile(self, scenario: Scenario, cache: bool = True) -> _Compiled:
         compiled = self._cache.get(scenario) if cache else None
         if compiled is None:
             static = sim.compile_scenario(scenario.workload, scenario.hardware, self.order)
-            if static.params[sim.TIME_ALL_SLOW] <= 0:
-                raise ValueError(f"workload {scenario.workload.name!r}: program time is 0 (no flops and no bytes)")
-            compiled = _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes))
+            compiled = _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes),
+                                 oversized(scenario.workload, scenario.hardware))
             if cache:
                 if len(self._cache) >= _CACHE_SIZE:
                     self._cache.pop(next(iter(self._cache)))
@@ -381,6 +396,7 @@ class MallocGameEnv(gym.Env):
             "speedup": slow / time,
             "placed_bytes_fraction": float(self._state.totals[sim.PLACED_BYTES]) / self.workload.total_bytes,
             "invalid_action": bool(invalid),
+            "oversized_buffers": self._compiled.oversized,
             "buffer": self.current_buffer,
             "step": int(self._state.counters[sim.STEP]),
         }

@@ -26,6 +26,7 @@ class Evaluation:
       placed_buffers: how many buffers are in fast memory.
       num_buffers: how many buffers the workload has.
       compute_bound_ops: fraction of ops whose compute time is at least their memory time.
+      oversized_buffers: how many buffers are larger than the fast memory (always slow).
     """
 
     time: float
@@ -35,6 +36,7 @@ class Evaluation:
     placed_buffers: int
     num_buffers: int
     compute_bound_ops: float
+    oversized_buffers: int = 0
 
     @property
     def normalized_return(self) -> float:
@@ -72,6 +74,8 @@ def validate_mapping(workload: Workload, offsets, hardware: Hardware) -> np.ndar
     if raw.dtype.kind not in "iu":
         if raw.dtype.kind != "f" or not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
             raise ValueError(f"mapping offsets must be integers, got dtype {raw.dtype}")
+    if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"mapping offsets must fit in int64, got {int(raw.max())}")
     offsets = raw.astype(np.int64)
     capacity, align = hardware.fast_capacity, hardware.alignment
     bad = np.flatnonzero(offsets < -1)
@@ -79,7 +83,7 @@ def validate_mapping(workload: Workload, offsets, hardware: Hardware) -> np.ndar
         b = int(bad[0])
         raise ValueError(f"{workload.buffer_label(b)}: offset {offsets[b]} is negative (use -1 for slow memory)")
     placed = offsets >= 0
-    bad = np.flatnonzero(placed & (offsets + workload.size > capacity))
+    bad = np.flatnonzero(placed & (offsets > capacity - workload.size))  # no int64 overflow
     if bad.size:
         b = int(bad[0])
         raise ValueError(f"{workload.buffer_label(b)}: offset {offsets[b]} + size {workload.size[b]} "
@@ -118,4 +122,5 @@ def evaluate(workload: Workload, offsets, hardware: Hardware | str | None = None
         placed_buffers=int(placed.sum()),
         num_buffers=workload.num_buffers,
         compute_bound_ops=bound / workload.num_ops,
+        oversized_buffers=int((workload.size > hardware.fast_capacity).sum()),
     )

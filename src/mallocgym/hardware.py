@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
+from ._validate import MAX_BYTES
+
 __all__ = ["Hardware", "PROFILES", "DEFAULT_PROFILE", "profile"]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -22,7 +31,7 @@ class Hardware:
       peak_flops: FLOP/s of the compute units.
       slow_bw: bytes/s between the compute units and slow memory (HBM).
       fast_bw: bytes/s between the compute units and fast memory (on-chip SRAM).
-      fast_capacity: bytes of fast memory, or ``None`` to let the scenario choose it (see
+      fast_capacity: bytes of fast memory (an integer in ``[1, 2**48]``), or ``None`` to let the scenario choose it (see
         :func:`mallocgym.scenarios.resolve_hardware`).
       alignment: offsets in fast memory are multiples of this many bytes.
       op_overhead: seconds added to every op (launch cost); 0 by default.
@@ -42,23 +51,24 @@ class Hardware:
     def __post_init__(self) -> None:
         for field in ("peak_flops", "slow_bw", "fast_bw"):
             value = getattr(self, field)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
                 raise ValueError(f"Hardware.{field} must be a finite number > 0, got {value!r}")
-        if self.peak_transcendentals is not None and not (
-            math.isfinite(self.peak_transcendentals) and self.peak_transcendentals > 0
-        ):
-            raise ValueError(
-                f"Hardware.peak_transcendentals must be > 0 or None, got {self.peak_transcendentals!r}"
-            )
-        if not (math.isfinite(self.op_overhead) and self.op_overhead >= 0):
-            raise ValueError(f"Hardware.op_overhead must be >= 0, got {self.op_overhead!r}")
-        if isinstance(self.alignment, bool) or int(self.alignment) != self.alignment or self.alignment < 1:
-            raise ValueError(f"Hardware.alignment must be an integer >= 1, got {self.alignment!r}")
+            object.__setattr__(self, field, float(value))
+        if self.peak_transcendentals is not None:
+            value = self.peak_transcendentals
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+                raise ValueError(f"Hardware.peak_transcendentals must be > 0 or None, got {value!r}")
+        value = self.op_overhead
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"Hardware.op_overhead must be >= 0, got {value!r}")
+        if not _is_int(self.alignment) or not 1 <= self.alignment <= MAX_BYTES:
+            raise ValueError(f"Hardware.alignment must be an integer >= 1 (at most {MAX_BYTES}), got {self.alignment!r}")
         object.__setattr__(self, "alignment", int(self.alignment))
         if self.fast_capacity is not None:
             cap = self.fast_capacity
-            if isinstance(cap, bool) or int(cap) != cap or cap < 1:
-                raise ValueError(f"Hardware.fast_capacity must be an integer >= 1 or None, got {cap!r}")
+            if not _is_int(cap) or not 1 <= cap <= MAX_BYTES:
+                raise ValueError(f"Hardware.fast_capacity must be an integer >= 1 (at most {MAX_BYTES} = 2**48) "
+                                 f"or None, got {cap!r}")
             object.__setattr__(self, "fast_capacity", int(cap))
 
     @property
@@ -68,7 +78,7 @@ class Hardware:
 
     def with_capacity(self, fast_capacity: int) -> "Hardware":
         """A copy of this profile with another fast-memory size."""
-        return dataclasses.replace(self, fast_capacity=int(fast_capacity))
+        return dataclasses.replace(self, fast_capacity=fast_capacity)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -88,8 +98,10 @@ DEFAULT_PROFILE = "tpu-v4-like"
 
 def profile(name: str = DEFAULT_PROFILE, fast_capacity: int | None = None) -> Hardware:
     """The named hardware profile, optionally with a fast-memory size."""
+    if not isinstance(name, str):
+        raise TypeError(f"hardware must be a Hardware or a profile name, got {type(name).__name__} {name!r}")
     try:
         hw = PROFILES[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ValueError(f"unknown hardware profile {name!r}; known: {', '.join(PROFILES)}") from None
     return hw if fast_capacity is None else hw.with_capacity(fast_capacity)

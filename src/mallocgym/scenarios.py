@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from .hardware import DEFAULT_PROFILE, Hardware, profile
+from ._validate import MAX_BYTES, check_int
+from .hardware import DEFAULT_PROFILE, PROFILES, Hardware, profile
 from .workloads import Workload, load, load_minimalloc, load_npz
 from .workloads.synthetic import mlp_training_step
 
-__all__ = ["Scenario", "suite", "get", "names", "resolve", "resolve_hardware", "check_fits",
+__all__ = ["Scenario", "suite", "get", "names", "resolve", "override", "as_hardware", "check_capacity",
+           "oversized", "resolve_hardware",
            "capacity_for", "manifest", "DEFAULT_FRACTION", "SUITES", "SPLITS"]
 
 DEFAULT_FRACTION = Fraction(1, 4)
@@ -62,26 +64,11 @@ def resolve_hardware(workload: Workload, hardware: Hardware | str | None = None)
     ``default_capacity`` if it has one, else 1/4 of its peak live bytes (at least its largest
     buffer).
     """
-    if hardware is None:
-        hardware = profile(DEFAULT_PROFILE)
-    elif isinstance(hardware, str):
-        hardware = profile(hardware)
+    hardware = profile(DEFAULT_PROFILE) if hardware is None else as_hardware(hardware)
     if hardware.fast_capacity is None:
         capacity = workload.default_capacity or capacity_for(workload, DEFAULT_FRACTION, hardware.alignment)
         hardware = hardware.with_capacity(capacity)
     return hardware
-
-
-def check_fits(workload: Workload, hardware: Hardware) -> None:
-    """Raise ``ValueError`` naming the first buffer larger than the fast memory."""
-    capacity = hardware.fast_capacity
-    too_big = (workload.size > capacity).nonzero()[0]
-    if too_big.size:
-        b = int(too_big[0])
-        raise ValueError(
-            f"workload {workload.name!r}: {workload.buffer_label(b)}: field 'size' = {workload.size[b]} "
-            f"is larger than the fast memory ({capacity} bytes)"
-        )
 
 
 def _scenario(workload: Workload, fraction: Fraction, split: str) -> Scenario:
@@ -190,30 +177,74 @@ def get(name: str) -> Scenario:
     raise ValueError(f"unknown scenario {name!r}; run `mallocgym list` to see the bundled ones")
 
 
-def resolve(workload: Workload | str | os.PathLike, hardware: Hardware | str | None = None,
-            capacity: int | None = None) -> Scenario:
-    """A scenario from a :class:`Workload`, a bundled name, or a workload file path.
+def override(scenario: Scenario, hardware: Hardware | str | None = None,
+             capacity: int | None = None) -> Scenario:
+    """``scenario`` with another hardware profile and/or fast-memory size.
 
-    ``hardware`` (a profile or a name) overrides the bundled scenario's; ``capacity`` overrides
-    the fast-memory size. The buffers must fit the fast memory one at a time.
+    ``hardware`` (a profile or a name) replaces the scenario's profile; its ``fast_capacity``, if
+    set, replaces the scenario's capacity, else the scenario keeps its own. ``capacity`` (bytes,
+    an integer in ``[1, 2**48]``) replaces the capacity. A scenario whose capacity changed is
+    renamed ``WORKLOAD@CAPACITYB`` (``unet-infer@20000000B``) so that no result is reported
+    under the name of a scenario it did not play.
     """
-    if isinstance(workload, Workload):
-        scenario = Scenario(workload.name, workload, resolve_hardware(workload, hardware))
-    else:
-        text = os.fspath(workload)
-        path = Path(text)
-        if path.suffix.lower() in (".json", ".npz", ".csv"):
-            loaded = load(path)
-            scenario = Scenario(loaded.name, loaded, resolve_hardware(loaded, hardware))
-        else:
-            scenario = get(text)
-            if hardware is not None:
-                hw = profile(hardware) if isinstance(hardware, str) else hardware
-                if hw.fast_capacity is None:
-                    hw = hw.with_capacity(scenario.hardware.fast_capacity)
-                scenario = Scenario(scenario.name, scenario.workload, hw, scenario.split)
+    if hardware is None and capacity is None:
+        return scenario
+    old_capacity = scenario.hardware.fast_capacity
+    hw = scenario.hardware
+    if hardware is not None:
+        hw = as_hardware(hardware)
+        if hw.fast_capacity is None:
+            hw = hw.with_capacity(old_capacity)
     if capacity is not None:
-        scenario = Scenario(scenario.name, scenario.workload, scenario.hardware.with_capacity(capacity),
-                            scenario.split)
-    check_fits(scenario.workload, scenario.hardware)
-    return scenario
+        hw = hw.with_capacity(check_capacity(capacity))
+    name = scenario.name
+    if hw.fast_capacity != old_capacity:
+        name = f"{scenario.workload.name}@{hw.fast_capacity}B"
+    return Scenario(name, scenario.workload, hw, scenario.split)
+
+
+def as_hardware(hardware: Hardware | str) -> Hardware:
+    """A :class:`Hardware` from itself or a profile name; anything else is a ``TypeError``."""
+    if isinstance(hardware, Hardware):
+        return hardware
+    if isinstance(hardware, str):
+        return profile(hardware)
+    raise TypeError(f"hardware must be a Hardware or a profile name ({', '.join(PROFILES)}), "
+                    f"got {type(hardware).__name__} {hardware!r}")
+
+
+def check_capacity(capacity) -> int:
+    """A fast-memory size in bytes: an integer in ``[1, 2**48]`` (not a bool, float or string)."""
+    return check_int(capacity, "capacity", low=1, high=MAX_BYTES)
+
+
+def oversized(workload: Workload, hardware: Hardware) -> int:
+    """How many buffers are larger than the fast memory (they stay in slow memory)."""
+    return int((workload.size > hardware.fast_capacity).sum())
+
+
+def resolve(workload: Workload | Scenario | str | os.PathLike, hardware: Hardware | str | None = None,
+            capacity: int | None = None) -> Scenario:
+    """A scenario from a :class:`Workload`, a :class:`Scenario`, a bundled name, or a workload
+    file path, with ``hardware`` and ``capacity`` applied as :func:`override` does.
+
+    A workload with no capacity of its own gets 1/4 of its peak live bytes
+    (:func:`resolve_hardware`). Buffers larger than the fast memory are legal: they stay slow.
+    """
+    if hardware is not None:
+        hardware = as_hardware(hardware)
+    if capacity is not None:
+        capacity = check_capacity(capacity)
+    if isinstance(workload, Scenario):
+        return override(workload, hardware, capacity)
+    if isinstance(workload, Workload):
+        return override(Scenario(workload.name, workload, resolve_hardware(workload, hardware)), None, capacity)
+    if not isinstance(workload, (str, os.PathLike)):
+        raise TypeError(f"workload must be a Workload, a Scenario, a bundled name or a file path, "
+                        f"got {type(workload).__name__} {workload!r}")
+    text = os.fspath(workload)
+    path = Path(text)
+    if path.suffix.lower() in (".json", ".npz", ".csv"):
+        loaded = load(path)
+        return override(Scenario(loaded.name, loaded, resolve_hardware(loaded, hardware)), None, capacity)
+    return override(get(text), hardware, capacity)

@@ -8,16 +8,45 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Workload", "ACCESS_READ", "ACCESS_WRITE"]
+from .._validate import MAX_BYTES, MAX_TOTAL_BYTES, check_int, check_int_array
+
+__all__ = ["Workload", "ACCESS_READ", "ACCESS_WRITE", "MAX_ACCESS_REPEAT"]
 
 ACCESS_READ = 0
 ACCESS_WRITE = 1
+# An access moves at most its buffer once per run of its op; an op in a loop body (an XLA while
+# loop with a known trip count) runs up to this many times per program run.
+MAX_ACCESS_REPEAT = 65536
 
 
 def _frozen(array, dtype) -> np.ndarray:
     out = np.ascontiguousarray(np.asarray(array), dtype=dtype).copy()
     out.setflags(write=False)
     return out
+
+
+def _frozen_ints(array, name: str, where: str) -> np.ndarray:
+    """A read-only ``int64`` copy; a fraction, NaN, bool or out-of-bound value is one error."""
+    try:
+        kind = "access" if name.startswith("access") else "buffer"
+        out = np.ascontiguousarray(check_int_array(array, name, lambda i: f"{where}: {kind} {i}"))
+    except TypeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    out.setflags(write=False)
+    return out
+
+
+def _int_fields(name, **fields) -> list[np.ndarray]:
+    """The constructors' integer arguments, checked as the constructor checks them."""
+    where = f"workload {name!r}"
+    return [_frozen_ints(value, key, where) for key, value in fields.items()]
+
+
+def _frozen_floats(array, name: str, where: str) -> np.ndarray:
+    try:
+        return _frozen(np.asarray(array, dtype=np.float64), np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where}: field '{name}' must hold numbers (float64)") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,12 +60,15 @@ class Workload:
     Attributes:
       name: a label (the bundled suite uses ``model-variant`` names).
       flops: ``float64[T]`` floating-point operations of each op.
-      size: ``int64[N]`` bytes of each buffer (> 0).
+      size: ``int64[N]`` bytes of each buffer (> 0, at most ``2**48``; all sizes sum to at most
+        ``2**60``, and so do all access bytes, so no sum the simulator forms overflows ``int64``).
       start: ``int64[N]`` first op at which the buffer is live.
       end: ``int64[N]`` last op at which the buffer is live (inclusive, ``>= start``).
       access_ptr: ``int64[N + 1]`` CSR row pointers into the access arrays.
       access_op: ``int64[A]`` the op of each access, inside its buffer's live range.
-      access_bytes: ``int64[A]`` bytes moved by each access (>= 0).
+      access_bytes: ``int64[A]`` bytes moved by each access (>= 0; at most its buffer's size once
+        per run of the op, and an op in a loop body runs at most ``MAX_ACCESS_REPEAT`` = 65,536
+        times: more is an error).
       access_write: ``bool[A]`` True for a write, False for a read.
       transcendentals: ``float64[T]`` transcendental ops of each op (zeros by default).
       buffer_names: ``N`` names (empty tuple if unnamed).
@@ -45,7 +77,10 @@ class Workload:
         capacity), used when the hardware profile leaves ``fast_capacity`` unset.
 
     Arrays are copied and made read-only on construction, and the whole workload is validated:
-    a bad field raises one ``ValueError`` naming the buffer or op and the field.
+    a bad field raises one ``ValueError`` naming the buffer or op and the field. Integer fields
+    take integers only (a whole float such as ``262144.0`` is accepted; ``262144.7``, NaN or a
+    bool is an error). A program that does no work at all (zero flops, zero access bytes) is
+    rejected: its time would be 0, everywhere (``solve``, the env, ``evaluate``).
     """
 
     name: str
@@ -64,23 +99,28 @@ class Workload:
 
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
-        set_("name", str(self.name))
-        set_("flops", _frozen(self.flops, np.float64))
-        set_("size", _frozen(self.size, np.int64))
-        set_("start", _frozen(self.start, np.int64))
-        set_("end", _frozen(self.end, np.int64))
-        set_("access_ptr", _frozen(self.access_ptr, np.int64))
-        set_("access_op", _frozen(self.access_op, np.int64))
-        set_("access_bytes", _frozen(self.access_bytes, np.int64))
-        set_("access_write", _frozen(self.access_write, np.bool_))
+        if not isinstance(self.name, str):
+            raise ValueError(f"workload name must be a string, got {type(self.name).__name__} {self.name!r}")
+        where = f"workload {self.name!r}"
+        set_("flops", _frozen_floats(self.flops, "flops", where))
+        for key in ("size", "start", "end", "access_ptr", "access_op", "access_bytes"):
+            set_(key, _frozen_ints(getattr(self, key), key, where))
+        write = np.asarray(self.access_write)
+        if write.dtype.kind not in "biu" or (write.dtype.kind != "b" and np.any((write != 0) & (write != 1))):
+            raise ValueError(f"{where}: field 'access_write' must hold booleans (or 0/1)")
+        set_("access_write", _frozen(write, np.bool_))
         if self.transcendentals is None:
             set_("transcendentals", _frozen(np.zeros_like(self.flops), np.float64))
         else:
-            set_("transcendentals", _frozen(self.transcendentals, np.float64))
+            set_("transcendentals", _frozen_floats(self.transcendentals, "transcendentals", where))
         set_("buffer_names", tuple(str(n) for n in self.buffer_names))
         set_("op_names", tuple(str(n) for n in self.op_names))
         if self.default_capacity is not None:
-            set_("default_capacity", int(self.default_capacity))
+            try:
+                set_("default_capacity", check_int(self.default_capacity, f"{where}: field 'default_capacity'",
+                                                   low=1, high=MAX_BYTES))
+            except TypeError as exc:
+                raise ValueError(str(exc)) from None
         self._validate()
 
     # ------------------------------------------------------------------ construction helpers
@@ -101,9 +141,7 @@ class Workload:
         gets the usual pair: a write of ``size`` bytes at ``start`` and a read of ``size`` bytes
         at ``end``.
         """
-        size = np.asarray(size, dtype=np.int64)
-        start = np.asarray(start, dtype=np.int64)
-        end = np.asarray(end, dtype=np.int64)
+        size, start, end = _int_fields(name, size=size, start=start, end=end)
         if accesses is None:
             return cls.with_default_accesses(name, flops, size, start, end, **kwargs)
         if len(accesses) != len(size):
@@ -111,17 +149,16 @@ class Workload:
         ptr = np.zeros(len(size) + 1, dtype=np.int64)
         ptr[1:] = np.cumsum([len(a) for a in accesses])
         flat = [acc for per_buffer in accesses for acc in per_buffer]
-        ops = np.array([a[0] for a in flat], dtype=np.int64)
-        nbytes = np.array([a[1] for a in flat], dtype=np.int64)
+        if any(len(a) != 3 for a in flat):
+            raise ValueError(f"workload {name!r}: every access must be (op, bytes, is_write)")
+        ops, nbytes = _int_fields(name, access_op=[a[0] for a in flat], access_bytes=[a[1] for a in flat])
         write = np.array([bool(a[2]) for a in flat], dtype=np.bool_)
         return cls(name, flops, size, start, end, ptr, ops, nbytes, write, **kwargs)
 
     @classmethod
     def with_default_accesses(cls, name, flops, size, start, end, **kwargs) -> "Workload":
         """Each buffer: one write of its size at ``start``, one read of its size at ``end``."""
-        size = np.asarray(size, dtype=np.int64)
-        start = np.asarray(start, dtype=np.int64)
-        end = np.asarray(end, dtype=np.int64)
+        size, start, end = _int_fields(name, size=size, start=start, end=end)
         n = len(size)
         ptr = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
         ops = np.empty(2 * n, dtype=np.int64)
@@ -241,5 +278,19 @@ class Workload:
             i = int(bad[0])
             b = int(owner[i])
             raise ValueError(f"{where}: {self.buffer_label(b)}: access {i - ptr[b]}: field 'bytes' = {self.access_bytes[i]} must be >= 0")
-        if self.default_capacity is not None and self.default_capacity < 1:
-            raise ValueError(f"{where}: field 'default_capacity' = {self.default_capacity} must be >= 1")
+        bad = np.flatnonzero((self.access_bytes + MAX_ACCESS_REPEAT - 1) // MAX_ACCESS_REPEAT > self.size[owner])
+        if bad.size:
+            i = int(bad[0])
+            b = int(owner[i])
+            raise ValueError(f"{where}: {self.buffer_label(b)}: access {i - ptr[b]}: field 'bytes' = "
+                             f"{self.access_bytes[i]} is more than {MAX_ACCESS_REPEAT} times the buffer's size "
+                             f"{self.size[b]} (an access moves at most the buffer once per run of its op)")
+        # Summed in float64 so the check itself cannot overflow (exact enough against 2**60).
+        for total, field_name in ((self.size.sum(dtype=np.float64), "size"),
+                                  (self.access_bytes.sum(dtype=np.float64), "access bytes")):
+            if total > MAX_TOTAL_BYTES:
+                raise ValueError(f"{where}: the {field_name} fields sum to {total:.4g} bytes, more than the bound "
+                                 f"{MAX_TOTAL_BYTES} (2**60) that keeps the simulator's sums inside int64")
+        if not (np.any(self.flops > 0) or np.any(self.transcendentals > 0) or np.any(self.access_bytes > 0)):
+            raise ValueError(f"{where}: the program does no work (every op has 0 flops and every access 0 bytes), "
+                             "so its time is 0 and no mapping can change it")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .._files import atomic_write
+from .._validate import MAX_BYTES
 from .core import Workload
 
 __all__ = ["load", "save", "load_json", "save_json", "load_npz", "save_npz", "load_minimalloc"]
@@ -193,6 +194,8 @@ def save_npz(workload: Workload, path: str | os.PathLike) -> None:
 
 def load_npz(path: str | os.PathLike) -> Workload:
     path = Path(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a mallocgym NPZ file (not a zip archive of .npy arrays)")
     try:
         with np.load(path, allow_pickle=False) as data:
             missing = [k for k in ("meta",) + _NPZ_ARRAYS if k not in data.files]
@@ -200,11 +203,15 @@ def load_npz(path: str | os.PathLike) -> Workload:
                 raise ValueError(f"{path}: missing array {missing[0]!r}")
             meta = json.loads(str(data["meta"]))
             arrays = {key: data[key] for key in _NPZ_ARRAYS}
+            if not isinstance(meta, dict):
+                raise ValueError(f"{path}: array 'meta' must hold a JSON object")
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: array 'meta' is not valid JSON ({exc.msg})") from None
     except ValueError as exc:
         if str(exc).startswith(str(path)):
             raise
+        if "allow_pickle" in str(exc):  # an object array: say what is wrong, not how to unpickle it
+            raise ValueError(f"{path}: not a mallocgym NPZ file (it holds Python objects, not plain arrays)") from None
         raise ValueError(f"{path}: not a readable mallocgym NPZ file ({exc})") from None
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, json errors ...
         raise ValueError(f"{path}: not a readable mallocgym NPZ file ({type(exc).__name__}: {exc})") from None
@@ -255,6 +262,9 @@ def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
                 row[name] = int(raw)
             except ValueError:
                 raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw!r} is not an integer") from None
+            if abs(row[name]) > MAX_BYTES:
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw} must be at most {MAX_BYTES} "
+                                 "in magnitude")
         if row["id"] in seen:
             raise ValueError(f"{path}: line {line_no}: field 'id' = {row['id']!r} is repeated")
         seen.add(row["id"])

@@ -24,8 +24,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .hardware import Hardware
-from .workloads.core import Workload
+from ..hardware import Hardware
+from ..workloads.core import Workload
 
 __all__ = [
     "Static", "State", "compile_scenario", "new_state", "copy_state", "buffer_order",
