@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from . import features, sim
+from . import _jit, features, sim
 from .features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
 from .hardware import Hardware
 from .render import ascii_map, memory_map
@@ -225,6 +225,7 @@ class MallocGameEnv(gym.Env):
             "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
             "action_mask": spaces.MultiBinary(self.k + 1),
         })
+        _jit.announce_compile()  # one line on stderr when the numba kernels are not cached yet
         self._start(self._compile(self._scenarios[0]))
 
     # ------------------------------------------------------------------ scenarios

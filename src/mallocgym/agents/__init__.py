@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 
+from .._extras import require_extra
 from .base import Agent, HeuristicAgent, Solution
 
 __all__ = ["Agent", "Solution", "HeuristicAgent", "make_agent", "agent_names", "AGENTS"]
@@ -30,6 +31,12 @@ AGENTS: dict[str, str] = {
     "muzero-sim": "mallocgym.agents.muzero.agent:muzero_factory",
 }
 
+# name -> the extra its module needs (checked first, so a missing one is named: pip install 'mallocgym[sb3]').
+# `exact` names its extra itself (agents/exact.py).
+AGENT_EXTRAS: dict[str, str] = {
+    "maskable_ppo": "sb3", "ppo": "sb3", "dqn": "sb3", "muzero": "muzero", "muzero-sim": "muzero",
+}
+
 
 def agent_names() -> list[str]:
     return list(AGENTS)
@@ -40,6 +47,8 @@ def make_agent(spec: str) -> Agent:
     kind, _, arg = spec.partition(":")
     if kind not in AGENTS:
         raise ValueError(f"unknown agent {spec!r}; known: {', '.join(AGENTS)} (trained ones as KIND:PATH)")
+    if kind in AGENT_EXTRAS:
+        require_extra(AGENT_EXTRAS[kind], f"the {kind!r} agent")
     module, _, attr = AGENTS[kind].partition(":")
     factory = getattr(importlib.import_module(module), attr)
     return factory(kind, arg or None)
