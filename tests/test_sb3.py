@@ -233,6 +233,39 @@ def test_train_resume_continues_the_step_count(tmp_path):
     assert meta["runs"][1]["steps"] == meta["trained"]["steps"] - first
     model, _, _ = checkpoint.load_checkpoint(tmp_path)
     assert model.num_timesteps == meta["trained"]["steps"]
+    # rollouts of 32 x 2 = 64 steps: run 1 = iteration 1 (64) + a cut rollout (100); run 2 goes on
+    # from 100: iteration 1 (164) + a cut rollout (200); the resumed run appends to the file
+    rows = _progress_rows(tmp_path)
+    assert [(r["time/iterations"], r["time/total_timesteps"]) for r in rows] == [
+        ("1", "64"), ("", "100"), ("1", "164"), ("", "200")]
+
+
+def _progress_rows(run_dir) -> list[dict]:
+    import csv
+
+    with open(run_dir / "logs" / "progress.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("algo", ["maskable_ppo", "ppo"])
+def test_progress_csv_has_one_flushed_row_per_rollout_iteration(tmp_path, algo):
+    # n_steps=32 per env x 2 envs = 64 steps a rollout; --steps 192 = 3 whole rollouts, so 3
+    # iterations, each trained on (the last one too) and each with its own row and losses
+    _train(tmp_path, "--steps", "192", "--algo", algo)
+    rows = _progress_rows(tmp_path)
+    assert [(r["time/iterations"], r["time/total_timesteps"]) for r in rows] == [
+        ("1", "64"), ("2", "128"), ("3", "192")]
+    assert all(r["train/loss"] != "" and r["train/n_updates"] == r["time/iterations"] for r in rows)
+    assert json.loads((tmp_path / "train.json").read_text())["trained"]["steps"] == 192
+    assert (tmp_path / "logs" / "progress.csv").read_text().endswith("\n")
+
+
+def test_progress_csv_of_dqn_ends_with_a_row_at_the_last_step(tmp_path):
+    train_main(["--algo", "dqn", "--scenario", _smallest_train_scenario(), "--quiet", "--steps", "120",
+                "--n-envs", "1", "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16",
+                "--out", str(tmp_path)])
+    rows = _progress_rows(tmp_path)
+    assert rows and rows[-1]["time/total_timesteps"] == "120" and rows[-1]["train/loss"] != ""
 
 
 def test_dqn_epsilon_falls_over_exploration_steps(tmp_path):
@@ -284,6 +317,44 @@ def test_training_mix_draws_generated_and_named_scenarios(tmp_path):
 def test_train_needs_a_budget(tmp_path):
     with pytest.raises(ValueError, match="give a budget"):
         train_main(["--algo", "ppo", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--steps", "-5"], "--steps must be in [1, 1000000000000], got -5"),
+    (["--steps", "10000000000000"], "--steps must be in [1, "),
+    (["--steps", "10", "--seed", "-1"], "--seed must be in [0, 4294967295], got -1"),
+    (["--minutes", "nan"], "--minutes must be > 0 and finite, got nan"),
+    (["--minutes", "-1"], "--minutes must be > 0"),
+    (["--steps", "10", "--n-envs", "0"], "--n-envs must be in [1, 4096], got 0"),
+    (["--steps", "10", "--checkpoint-minutes", "0"], "--checkpoint-minutes must be > 0"),
+    (["--steps", "10", "--generator", "small", "--generator-share", "2"], "--generator-share must be in [0, 1]"),
+    (["--steps", "10", "--generator-share", "0.3"], "--generator-share needs --generator"),
+    (["--steps", "10", "--scenario", "mlp-train-s0@1/8", "--suite", "synthetic"], "drop --suite/--split"),
+    (["--steps", "10", "--scenario", "mlp-train-s0@1/8", "--split", "test"], "drop --suite/--split"),
+    (["--steps", "10", "--resume"], "--resume: "),
+])
+def test_train_command_refuses_bad_numbers_and_contradictions(tmp_path, capsys, extra, message):
+    from mallocgym.cli import main as cli_main
+
+    out = tmp_path / "run"
+    code = cli_main(["train", "sb3", "--algo", "ppo", "--out", str(out), "--quiet", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("mallocgym: error: ") and message in err, err
+    assert not out.exists()  # nothing created
+
+
+def test_train_resume_of_a_bad_folder_writes_nothing(tmp_path, capsys):
+    from mallocgym.cli import main as cli_main
+
+    config = _tiny_config("maskable_ppo")
+    _save(_model("maskable_ppo", config), "maskable_ppo", tmp_path, config)
+    (tmp_path / "model.zip").write_bytes(b"garbage")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = cli_main(["train", "sb3", "--algo", "maskable_ppo", "--out", str(tmp_path), "--quiet", "--resume",
+                     "--steps", "100"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "model.zip: not a readable maskable_ppo checkpoint" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no logs/, no temporary files
 
 
 def test_train_command_error_is_one_line(tmp_path, capsys):

@@ -1,7 +1,11 @@
 """The ``mallocgym`` command. ``mallocgym --help`` and ``mallocgym COMMAND --help`` document it.
 
-Bad input (a malformed file, an unknown name) prints one line ``mallocgym: error: ...`` and
-exits with status 2.
+Bad input (a malformed file, an unknown name) and empty or contradictory requests (``--agents ""``,
+a ``--scenario`` outside the ``--suite`` given, ``--speed`` with ``--agents``) print one line
+``mallocgym: error: ...`` and exit with status 2. A number out of range (``--capacity``,
+``--seed``) is refused by the argument parser, which names the flag, also with status 2.
+A command that fails writes nothing: output files are written atomically, and only once the
+results are complete.
 """
 
 from __future__ import annotations
@@ -18,6 +22,48 @@ __all__ = ["main", "COMMANDS"]
 
 class UsageError(ValueError):
     """Raised for bad input; printed as one line, exit status 2."""
+
+
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding (used by Stable-Baselines3) takes seeds below 2**32
+
+
+def _arg_type(parse: Callable, name: str) -> Callable:
+    """``parse`` for argparse's ``type=``: its ``ValueError`` becomes an ``ArgumentTypeError``,
+    whose message argparse prints (``argument --capacity: ... bytes is outside [1, ...]``)."""
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
+
+
+def _parse_bytes(text: str) -> int:
+    from ._validate import parse_bytes
+
+    return parse_bytes(text)
+
+
+def int_in(low: int, high: int, what: str = "value") -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number in ``[low, high]``, else a message naming the bounds."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise ValueError(f"{what} {value} is outside [{low}, {high}]")
+        return value
+
+    return _arg_type(parse, what)
+
+
+byte_count = _arg_type(_parse_bytes, "bytes")
+seed_type = int_in(0, MAX_SEED, "seed")
 
 
 def _scenario(name: str, capacity: int | None = None, hardware: str | None = None):
@@ -52,6 +98,8 @@ def _run_list(args) -> int:
     from .scenarios import suite
 
     scenarios = suite(args.suite, args.split)
+    if not scenarios:
+        raise UsageError(f"suite {args.suite!r} has no {args.split!r} scenarios")
     info = _suite_info(args.suite)
     if args.markdown:
         from .show import suite_table, table_markdown
@@ -77,7 +125,8 @@ def _run_list(args) -> int:
 # ---------------------------------------------------------------------------------------- show
 def _add_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a bundled scenario or workload name, or a workload file")
-    p.add_argument("--capacity", type=int, help="fast-memory bytes")
+    p.add_argument("--capacity", type=byte_count, help="fast-memory bytes (default: the scenario's); the "
+                                                      "output names the hardware profile and the capacity used")
     p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
     p.add_argument("--png", help="draw memory pressure to this PNG file: live bytes over time against the "
                                  "capacity (top), the buffers' live ranges (bottom)")
@@ -122,6 +171,12 @@ def _run_import(args) -> int:
 
     from .workloads import load_minimalloc, save
 
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in (".json", ".npz"):
+        raise UsageError(f"-o {args.out}: the output must be a .json or .npz file, not {suffix or 'no extension'!r}")
+    if Path(args.out).is_dir():
+        raise UsageError(f"-o {args.out}: is a folder; give a .json or .npz file name")
+
     if args.kind == "xla":
         from .workloads.xla import import_xla_dump
 
@@ -141,9 +196,13 @@ def _run_import(args) -> int:
 def _add_solve(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a bundled scenario name or a workload file (.json, .npz, .csv)")
     p.add_argument("--agent", default="xla", help="agent name or KIND:PATH (default: %(default)s)")
-    p.add_argument("--capacity", type=int, help="fast-memory bytes (e.g. for a MiniMalloc CSV)")
+    p.add_argument("--capacity", type=byte_count,
+                   help="fast-memory bytes (e.g. for a MiniMalloc CSV; default: the scenario's); the output "
+                        "names the scenario (renamed when its capacity is overridden), the hardware profile "
+                        "and the capacity used")
     p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
-    p.add_argument("--seed", type=int, default=0, help="seed for stochastic agents")
+    p.add_argument("--seed", type=seed_type, default=0, help=f"seed for stochastic agents, 0..{MAX_SEED} "
+                                                            "(default: %(default)s)")
     p.add_argument("--png", help="draw the mapping to this PNG file")
     p.add_argument("--json", action="store_true", help="print one JSON object (with offsets)")
     p.add_argument("--minimalloc-out", metavar="FILE",
@@ -156,7 +215,7 @@ def _run_solve(args) -> int:
 
     minimalloc_out = getattr(args, "minimalloc_out", None)
     if minimalloc_out and Path(args.name).suffix.lower() != ".csv":
-        raise ValueError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
+        raise UsageError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
     s = _scenario(args.name, args.capacity, args.hardware)
     result = solve(s, args.agent, seed=args.seed)
     if minimalloc_out:
@@ -170,7 +229,8 @@ def _run_solve(args) -> int:
     if args.json:
         _print_json(result.to_dict())
     else:
-        print(f"{result.scenario}  agent {result.agent}: speedup {result.speedup:.4f}, placed bytes "
+        print(f"{result.scenario}  agent {result.agent}  hardware {result.hardware}, fast memory "
+              f"{result.fast_capacity} B: speedup {result.speedup:.4f}, placed bytes "
               f"{result.placed_bytes_fraction:.1%}, time {result.time:.6g}s (all slow {result.time_all_slow:.6g}s), "
               f"wall {result.wall_s:.2f}s" + (f", gap {result.gap:.2%}" if result.gap is not None else ""))
         if args.png:
@@ -197,29 +257,85 @@ def split_agents(text: str) -> list[str]:
     return agents
 
 
+_SELECTION_HELP = ("--scenario NAME picks bundled scenarios (from any suite) or workload files instead of a suite; "
+                   "given with it, --suite and --split are checks: each scenario must belong to them, else "
+                   "it is an error. A scenario named twice is an error.")
+
+
+def _add_selection(p: argparse.ArgumentParser, default_split: str | None) -> None:
+    p.add_argument("--suite", help="suite name: default, synthetic or minimalloc (default: default)")
+    split_default = f" (default: {default_split}; any with --scenario)" if default_split else " (default: both)"
+    p.add_argument("--split", choices=["train", "test"], help="only this split" + split_default)
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="only this scenario (repeatable); see below for --suite/--split with it")
+    p.add_argument("--seed", type=seed_type, help=f"seed for stochastic agents, 0..{MAX_SEED} (default: 0)")
+
+
 def _add_bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
-    p.add_argument("--split", choices=["train", "test"], help="only this split")
-    p.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
-    p.add_argument("--agents", default="all-slow,random,xla",
+    p.epilog = _SELECTION_HELP + (" --speed measures the simulator and env instead and takes none of "
+                                  "--suite, --split, --scenario, --agents and --seed.")
+    _add_selection(p, None)
+    p.add_argument("--agents",
                    help="comma-separated agents; a KEY=VALUE piece is an option of the agent before it, "
-                        "as in xla,muzero:DIR,sims=64 (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="write results.md, results.csv and results.json here")
+                        "as in xla,muzero:DIR,sims=64; each agent once (default: all-slow,random,xla)")
+    p.add_argument("--out", help="write results.md, results.csv and results.json into this folder once every "
+                                 "run has finished (nothing is written when one fails)")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _select(args):
-    from .scenarios import suite
+def _select(args, default_split: str | None = None):
+    """The scenarios ``args`` asks for; an empty or contradictory selection is a ``UsageError``."""
+    from .scenarios import SUITES, suite
 
-    if getattr(args, "scenario", None):
-        return [_scenario(n) for n in args.scenario]
-    return suite(args.suite, args.split)
+    if args.scenario:
+        pool = None
+        if args.suite is not None or args.split is not None:
+            suites = [args.suite] if args.suite is not None else list(SUITES)
+            pool = {s.name for name in suites for s in suite(name, args.split)}
+        picked, seen = [], {}
+        for given in args.scenario:
+            s = _scenario(given)
+            label = repr(given) if s.name == given else f"{given!r} (scenario {s.name!r})"
+            if pool is not None and s.name not in pool:
+                where = " and ".join(f"--{flag} {value!r}" for flag, value in
+                                     (("suite", args.suite), ("split", args.split)) if value is not None)
+                raise UsageError(f"--scenario {label} is not in {where}; drop --suite/--split to take "
+                                 f"scenarios from any suite")
+            if s.name in seen:
+                raise UsageError(f"--scenario {label} is given twice (also as {seen[s.name]!r}): give each "
+                                 f"scenario once")
+            seen[s.name] = given
+            picked.append(s)
+        return picked
+    name = args.suite if args.suite is not None else "default"
+    split = args.split if args.split is not None else default_split
+    chosen = suite(name, split)
+    if not chosen:
+        raise UsageError(f"suite {name!r} has no {split!r} scenarios")
+    return chosen
+
+
+def _agents(text: str) -> list[str]:
+    agents = split_agents(text)
+    if not agents:
+        raise UsageError(f"--agents {text!r} names no agent")
+    return agents
+
+
+def _check_out_dir(out: str | None) -> None:
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
 
 
 def _run_bench(args) -> int:
     if args.speed:
+        given = [flag for flag, value in (("--suite", args.suite), ("--split", args.split),
+                                           ("--scenario", args.scenario), ("--agents", args.agents),
+                                           ("--seed", args.seed)) if value is not None]
+        if given:
+            raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
+        _check_out_dir(args.out)
         from .speed import format_report, measure
 
         report = measure()
@@ -230,14 +346,14 @@ def _run_bench(args) -> int:
         if args.out:
             from ._files import atomic_write
 
-            Path(args.out).mkdir(parents=True, exist_ok=True)
             with atomic_write(Path(args.out) / "speed.json") as handle:
                 json.dump(report, handle, indent=1)
         return 0
     from .harness import bench, to_markdown, write_results
 
-    agents = split_agents(args.agents)
-    results = bench(_select(args), agents, seed=args.seed)
+    agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
+    _check_out_dir(args.out)
+    results = bench(_select(args), agents, seed=args.seed or 0)
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])
     else:
@@ -249,18 +365,18 @@ def _run_bench(args) -> int:
 
 
 def _add_eval(p: argparse.ArgumentParser) -> None:
+    p.epilog = _SELECTION_HELP
     p.add_argument("--agent", required=True, help="agent name or KIND:PATH")
-    p.add_argument("--suite", default="default", help="suite name (default: %(default)s)")
-    p.add_argument("--split", choices=["train", "test"], default="test", help="split (default: %(default)s)")
-    p.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
+    _add_selection(p, "test")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per scenario")
 
 
 def _run_eval(args) -> int:
     from .harness import bench, to_markdown
 
-    results = bench(_select(args), [args.agent], seed=args.seed)
+    if not args.agent.strip():
+        raise UsageError("--agent is empty")
+    results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0)
     if args.json:
         _print_json([r.to_dict() for r in results])
     else:
@@ -286,6 +402,9 @@ def _add_train(p: argparse.ArgumentParser) -> None:
 def _run_train(args) -> int:
     import importlib
 
+    from ._extras import require_extra
+
+    require_extra(args.kind, f"'mallocgym train {args.kind}'")  # the extras are named like the trainers
     module, _, attr = TRAINERS[args.kind].partition(":")
     try:
         trainer = getattr(importlib.import_module(module), attr)

@@ -28,7 +28,8 @@ __all__ = ["Result", "solve", "bench", "to_markdown", "to_csv", "write_results"]
 @dataclass
 class Result:
     """One agent on one scenario. ``gap`` is ``time / time_lower_bound - 1`` when a bound is
-    known (0 = proven optimal)."""
+    known (0 = proven optimal). ``hardware`` and ``fast_capacity`` are the profile name and the
+    fast-memory bytes the scenario was played with."""
 
     scenario: str
     agent: str
@@ -41,10 +42,13 @@ class Result:
     time_lower_bound: float | None = None
     gap: float | None = None
     info: dict = field(default_factory=dict, repr=False)
+    hardware: str | None = None
+    fast_capacity: int | None = None
 
     def to_dict(self, with_offsets: bool = True) -> dict:
         out = {
-            "scenario": self.scenario, "agent": self.agent, "speedup": self.speedup,
+            "scenario": self.scenario, "agent": self.agent, "hardware": self.hardware,
+            "fast_capacity": self.fast_capacity, "speedup": self.speedup,
             "placed_bytes_fraction": self.placed_bytes_fraction, "time": self.time,
             "time_all_slow": self.time_all_slow, "wall_s": self.wall_s,
             "time_lower_bound": self.time_lower_bound, "gap": self.gap,
@@ -69,7 +73,8 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
     gap = None if bound is None or bound <= 0 else max(ev.time / bound - 1.0, 0.0)
     return Result(scenario.name, agent.name, ev.speedup, ev.placed_bytes_fraction, ev.time,
                   ev.time_all_slow, wall, [int(x) for x in solution.offsets], bound, gap,
-                  dict(solution.info))
+                  dict(solution.info), scenario.hardware.name,
+                  None if scenario.hardware.fast_capacity is None else int(scenario.hardware.fast_capacity))
 
 
 def _warm_up() -> None:
@@ -104,8 +109,17 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
     clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
-    specs; any other clash is a ``ValueError``.
+    specs; any other clash is a ``ValueError``, as are no scenarios, no agents, or a scenario
+    name given twice (results are keyed by scenario name too).
     """
+    if not scenarios:
+        raise ValueError("bench: no scenarios to play")
+    if not agents:
+        raise ValueError("bench: no agents to play")
+    twice = sorted(name for name, n in Counter(s.name for s in scenarios).items() if n > 1)
+    if twice:
+        raise ValueError(f"scenario {', '.join(map(repr, twice))} is given twice: results are keyed by scenario "
+                         f"name, so give each scenario once")
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
     _warm_up()
     results = []
@@ -154,7 +168,7 @@ def to_markdown(results: Sequence[Result]) -> str:
 
 
 CSV_COLUMNS = ("scenario", "agent", "speedup", "placed_bytes_fraction", "time", "time_all_slow",
-               "wall_s", "time_lower_bound", "gap")
+               "wall_s", "time_lower_bound", "gap", "hardware", "fast_capacity")
 
 
 def to_csv(results: Sequence[Result]) -> str:
@@ -168,15 +182,21 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None) -> Path:
-    """Write ``results.md``, ``results.csv`` and ``results.json`` (atomically) into ``out_dir``."""
+    """Write ``results.md``, ``results.csv`` and ``results.json`` (each atomically) into ``out_dir``.
+
+    All three texts are made before anything is written, so a failure (no results, a value that
+    does not serialise) creates neither the folder nor any file.
+    """
+    if not results:
+        raise ValueError("no results to write")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a folder")
     header = f"Command: `{command}`\n\n" if command else ""
-    with atomic_write(out / "results.md") as handle:
-        handle.write(header + to_markdown(results))
-    with atomic_write(out / "results.csv") as handle:
-        handle.write(to_csv(results))
-    with atomic_write(out / "results.json") as handle:
-        json.dump([r.to_dict() for r in results], handle, indent=1)
-        handle.write("\n")
+    texts = {"results.md": header + to_markdown(results), "results.csv": to_csv(results),
+             "results.json": json.dumps([r.to_dict() for r in results], indent=1) + "\n"}
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        with atomic_write(out / name) as handle:
+            handle.write(text)
     return out

@@ -7,7 +7,10 @@ Self-play (:mod:`.selfplay`) and the learner (:mod:`.learner`) alternate: after 
 move of the actors the learner owes ``replay_ratio * positions / batch_size`` updates (once the
 replay holds ``min_replay`` positions). ``DIR`` receives ``config.json``, ``checkpoint.pt``
 (atomic, every ``checkpoint_every_s`` and at the end) and ``log.jsonl`` (one JSON object per
-line). ``--resume`` continues from ``DIR``'s checkpoint with its config (the replay refills).
+line, flushed to disk as it is written; a resumed run appends). ``--resume`` continues from
+``DIR``'s checkpoint with its config (the replay refills). ``DIR`` is created only once the
+checkpoint (with ``--resume``), the scenarios and the networks are in hand, so a refused run
+leaves nothing behind; the command refuses a ``DIR`` that holds a run unless ``--resume``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from collections import deque
 from pathlib import Path
@@ -36,16 +40,28 @@ from .selfplay import ScenarioSource, SelfPlay, make_generator
 
 __all__ = ["train", "main", "build_parser"]
 
+MAX_SEED = 2**32 - 1
+
 
 class _Log:
-    """Appends JSON lines to ``DIR/log.jsonl``."""
+    """Appends JSON lines to ``DIR/log.jsonl``: each line is written whole, flushed and synced
+    before ``write`` returns, so a killed run keeps every line it logged."""
 
     def __init__(self, path: Path):
         self.path = path
 
     def write(self, record: dict) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"  # serialise first: no half line on error
         with open(self.path, "a") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _rng_state(rng: np.random.Generator) -> dict:
@@ -65,14 +81,18 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
       use_generator: also play generated instances (``train.generator_fraction`` of episodes).
       resume: continue from ``out_dir``'s checkpoint (its config replaces ``config``).
     """
-    if not minutes > 0:
-        raise ValueError(f"--minutes must be > 0, got {minutes}")
+    if not (minutes > 0 and math.isfinite(minutes)):
+        raise ValueError(f"--minutes must be > 0 and finite, got {minutes}")
     torch.set_num_threads(1)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
     payload = None
     if resume:
-        payload = load_checkpoint(out)
+        try:  # before anything is written: a bad --out stays as it was
+            payload = load_checkpoint(out)
+        except ValueError as exc:  # torch's messages span lines; the CLI prints one
+            raise ValueError(one_line(str(exc))) from None
         config = payload["config"]
     t = config.train
     children = np.random.SeedSequence(seed).spawn(t.num_actors + 1)
@@ -107,6 +127,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     net.eval()
     model = NetworkModel(net)
     replay = Replay(t.replay_capacity, spec, alpha=t.priority_alpha, beta=t.priority_beta)
+    out.mkdir(parents=True, exist_ok=True)  # the first write into the run folder
     with atomic_write(out / "config.json") as handle:
         handle.write(config.to_json() + "\n")
     log = _Log(out / "log.jsonl")
@@ -192,13 +213,15 @@ def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: lis
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mallocgym train muzero",
                                 description="Train mallocMuZero by self-play under a wall-clock budget.")
-    p.add_argument("--suite", default="default", help="suite whose train split is played (default: %(default)s)")
+    p.add_argument("--suite", help="suite whose train split is played (default: default; not with --scenario)")
     p.add_argument("--scenario", action="append",
-                   help="train on this scenario only (repeatable; disables the synthetic generator)")
+                   help="train on this scenario only (repeatable; disables the synthetic generator, so "
+                        "--no-generator changes nothing with it)")
     p.add_argument("--minutes", type=float, required=True, help="wall-clock budget of this run")
     p.add_argument("--out", required=True, help="run folder: checkpoint.pt, config.json, log.jsonl")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    p.add_argument("--seed", type=int, default=0, help=f"0..{MAX_SEED} (default: 0)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from --out's checkpoint (without it, an --out that holds a run is refused)")
     p.add_argument("--config", help="a JSON config file (MuZeroConfig.to_dict's shape)")
     p.add_argument("--set", action="append", default=[], metavar="PART.FIELD=VALUE",
                    help="override one config field, e.g. search.num_simulations=8 (repeatable)")
@@ -210,8 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``mallocgym train muzero ...``; bad input raises ``ValueError`` (one line from the CLI)."""
     args = build_parser().parse_args(argv)
-    if not args.minutes > 0:
-        raise ValueError(f"--minutes must be > 0, got {args.minutes}")
+    if not (args.minutes > 0 and math.isfinite(args.minutes)):
+        raise ValueError(f"--minutes must be > 0 and finite, got {args.minutes}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
+    if not args.resume and checkpoint_path(args.out).is_file():
+        raise ValueError(f"{args.out} already holds a run; pass --resume to continue it or choose another --out")
     config = MuZeroConfig()
     if args.config:
         path = Path(args.config)
@@ -222,11 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     config = config.with_overrides(args.set)
     if args.resume and (args.config or args.set):
         raise ValueError("--resume continues with the checkpoint's config; drop --config/--set")
+    if args.scenario and args.suite is not None:
+        raise ValueError("--scenario replaces the suite's train split as training data; drop --suite")
     if args.scenario:
         scenarios = [resolve(name) for name in args.scenario]
         use_generator = False
     else:
-        scenarios = suite(args.suite, "train")
+        scenarios = suite(args.suite if args.suite is not None else "default", "train")
         use_generator = not args.no_generator
     summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
                     resume=args.resume, use_generator=use_generator, progress=not args.no_progress)

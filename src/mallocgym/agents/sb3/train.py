@@ -7,11 +7,23 @@ steps, counting earlier runs when resuming), whichever comes first. A checkpoint
 (``model.zip`` + ``train.json``, see :mod:`.checkpoint`) is written atomically every
 ``--checkpoint-minutes`` and at the end (also on Ctrl-C); ``--resume`` continues it, step count
 included. ``KIND:OUT`` then loads it (``mallocgym eval --agent maskable_ppo:runs/mppo``).
+
+``--steps N`` stops at ``N`` env steps; when ``N`` falls on the end of a rollout
+(``n_steps * n_envs`` steps for PPO and MaskablePPO) that last rollout is trained on, otherwise
+the partial rollout is dropped (as one cut by ``--minutes`` is).
+
+``OUT/logs/progress.csv`` (SB3's CSV format) gets one row per PPO/MaskablePPO iteration, written
+and flushed right after that iteration's update (so the row carries its ``train/`` losses), and,
+when the run stops in the middle of a rollout, one last row with an empty ``time/iterations``
+that records where it stopped. DQN writes a row every 4 episodes (SB3's default) and one at the
+end. ``--resume`` appends to the run's file (``time/iterations`` counts from 1 again; the
+``time/total_timesteps`` column goes on). The file is closed when training ends, also on an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import shlex
 import sys
@@ -20,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import torch as th
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import configure
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import LinearSchedule
 
 from ..._progress import Progress
@@ -34,6 +47,92 @@ from .vec_env import make_vec_env
 __all__ = ["main", "train", "build_parser"]
 
 UNLIMITED_STEPS = 10**12
+MAX_SEED = 2**32 - 1  # SB3 seeds numpy's legacy generator, which takes seeds below 2**32
+MAX_ENVS = 4096
+
+
+class _AppendingCSV(CSVOutputFormat):
+    """SB3's CSV writer (one flushed row per ``dump``) that continues an existing file instead of
+    truncating it, so ``--resume`` keeps the earlier runs' rows."""
+
+    def __init__(self, filename: str):  # noqa: D107 (does not call super: it would truncate the file)
+        path = Path(filename)
+        self.separator, self.quotechar = ",", '"'
+        self.keys: list[str] = []
+        if path.is_file() and path.stat().st_size > 0:
+            self.file = open(path, "r+")
+            header = self.file.readline().rstrip("\n")
+            self.keys = header.split(self.separator) if header else []
+            self.file.seek(0, 2)  # append after the last row
+        else:
+            self.file = open(path, "w+")
+
+
+class _RunLogger(Logger):
+    """A logger that remembers the step of its last ``dump`` (to write a last row only when the
+    run went on after it)."""
+
+    def __init__(self, folder: str, output_formats):
+        super().__init__(folder, output_formats)
+        self.last_dump_step: int | None = None
+
+    def dump(self, step: int = 0) -> None:
+        super().dump(step)
+        self.last_dump_step = step
+
+
+def _make_logger(folder: Path, tensorboard: bool) -> _RunLogger:
+    folder.mkdir(parents=True, exist_ok=True)
+    formats = [_AppendingCSV(str(folder / "progress.csv"))]
+    if tensorboard:
+        formats.append(make_output_format("tensorboard", str(folder)))
+    return _RunLogger(str(folder), formats)
+
+
+class _LogRows(BaseCallback):
+    """Writes ``progress.csv``'s rows (see the module docstring): for PPO and MaskablePPO one per
+    iteration, after its update; a last one at the end if the run stepped past the last row."""
+
+    def __init__(self):
+        super().__init__()
+        self.iterations = 0
+        self.pending = False  # a rollout ended and was trained on, and has no row yet
+        self.finished = False
+
+    def _on_policy(self) -> bool:
+        return isinstance(self.model, OnPolicyAlgorithm)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_start(self) -> None:  # right after the previous iteration's update
+        self._dump_pending()
+
+    def _on_rollout_end(self) -> None:  # the update of this rollout comes next
+        if self._on_policy():
+            self.iterations += 1
+            self.pending = True
+
+    def _on_training_end(self) -> None:
+        self.finish()
+
+    def _dump_pending(self) -> None:
+        if self.pending:
+            self.pending = False
+            self.model.dump_logs(self.iterations)
+
+    def finish(self) -> None:
+        """The pending iteration's row, then a last row if the run went on after it. Idempotent."""
+        if self.finished or self.model is None:
+            return
+        self.finished = True
+        self._dump_pending()
+        logger = self.model.logger
+        if getattr(logger, "last_dump_step", None) != self.model.num_timesteps:
+            if self._on_policy():
+                self.model.dump_logs(0)  # no time/iterations: the last rollout was cut
+            else:
+                self.model.dump_logs()
 
 
 class _Budget(BaseCallback):
@@ -58,6 +157,12 @@ class _Budget(BaseCallback):
             parts.append(self.num_timesteps / self.steps)
         return min(max(parts), 1.0)
 
+    def _rollout_ends_here(self) -> bool:
+        """Whether this step completes a PPO/MaskablePPO rollout (then SB3 trains on it and its
+        ``learn`` loop stops at ``total_timesteps`` by itself)."""
+        done, size = self.locals.get("n_steps"), self.locals.get("n_rollout_steps")
+        return done is not None and size is not None and done + 1 >= size
+
     def _on_step(self) -> bool:
         now = time.perf_counter()
         if self.first_step is None:
@@ -74,22 +179,28 @@ class _Budget(BaseCallback):
         if now - self.last_save >= self.checkpoint_s:
             self.save()
             self.last_save = time.perf_counter()
-        return now < self.deadline and self.num_timesteps < self.step_limit
+        if now >= self.deadline:
+            return False
+        return self.num_timesteps < self.step_limit or self._rollout_ends_here()
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mallocgym train sb3",
                                 description="Train a Stable-Baselines3 agent on MallocGame-v0.")
     p.add_argument("--algo", required=True, choices=sorted(ALGOS), help="the algorithm")
-    p.add_argument("--suite", default="default", help="suite to train on (default: %(default)s)")
-    p.add_argument("--split", default="train", choices=["train", "test"], help="split (default: %(default)s)")
-    p.add_argument("--scenario", action="append", help="train on this scenario instead (repeatable)")
+    p.add_argument("--suite", help="suite to train on (default: default)")
+    p.add_argument("--split", choices=["train", "test"], help="split of --suite (default: train)")
+    p.add_argument("--scenario", action="append",
+                   help="train on this scenario instead of a suite's split (repeatable; a scenario given twice "
+                        "is played twice as often; not with --suite or --split)")
     p.add_argument("--generator", choices=["small", "medium", "large"],
                    help="also train on fresh generated programs of this preset (mallocgym.workloads.generator)")
-    p.add_argument("--generator-share", type=float, default=0.5,
-                   help="fraction of episodes on generated programs with --generator (default: %(default)s)")
-    p.add_argument("--minutes", type=float, help="wall-clock budget of the learning loop")
-    p.add_argument("--steps", type=int, help="total env steps to reach (counting resumed runs)")
+    p.add_argument("--generator-share", type=float,
+                   help="fraction of episodes on generated programs, in [0, 1]; only with --generator "
+                        "(default: 0.5)")
+    p.add_argument("--minutes", type=float, help="wall-clock budget of the learning loop (> 0)")
+    p.add_argument("--steps", type=int, help=f"total env steps to reach, counting resumed runs (1..{UNLIMITED_STEPS}); "
+                                             "the last rollout is trained on when it ends exactly there")
     p.add_argument("--out", required=True, help="run directory (model.zip, train.json, logs/)")
     p.add_argument("--n-envs", type=int, help="games played in parallel (default: the config's)")
     p.add_argument("--vec", choices=VEC_KINDS, help="vector env: native (numba batch), dummy or subproc")
@@ -97,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a hyperparameter, e.g. learning_rate=1e-4 or policy.extractor=flat")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to OUT/logs")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model and the envs (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help=f"seed of the model and the envs, 0..{MAX_SEED} (default: 0)")
     p.add_argument("--checkpoint-minutes", type=float, default=5.0, help="checkpoint period (default: 5)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -105,21 +216,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _data(args) -> tuple[dict[str, Any], dict[str, Any]]:
     """(env kwargs selecting the training scenarios, their description for train.json)."""
+    suite_name = args.suite if args.suite is not None else "default"
+    split = args.split if args.split is not None else "train"
     if args.scenario:
         names = [resolve(name).name for name in args.scenario]  # validates each name now
         data: dict[str, Any] = {"scenarios": names}
     else:
-        names = [s.name for s in suite(args.suite, args.split)]
+        names = [s.name for s in suite(suite_name, split)]
         if not names:
-            raise ValueError(f"suite {args.suite!r} has no {args.split!r} scenarios")
-        data = {"suite": args.suite, "split": args.split, "scenarios": names}
+            raise ValueError(f"suite {suite_name!r} has no {split!r} scenarios")
+        data = {"suite": suite_name, "split": split, "scenarios": names}
     if args.generator:
-        mix = TrainingMix(tuple(names), args.generator, args.generator_share)
-        data.update(generator=args.generator, generator_share=args.generator_share)
+        share = args.generator_share if args.generator_share is not None else 0.5
+        mix = TrainingMix(tuple(names), args.generator, share)
+        data.update(generator=args.generator, generator_share=share)
         return {"workload": mix}, data
     if args.scenario:
         return {"workload": list(args.scenario)}, data
-    return {"suite_name": args.suite, "split": args.split}, data
+    return {"suite_name": suite_name, "split": split}, data
 
 
 def _versions() -> dict[str, str]:
@@ -136,14 +250,28 @@ def _versions() -> dict[str, str]:
 
 
 def _check_budget(args) -> None:
+    """Every number of ``args`` in range, or one ``ValueError`` naming the flag."""
     if args.minutes is None and args.steps is None:
         raise ValueError("give a budget: --minutes M and/or --steps N")
-    if args.minutes is not None and args.minutes <= 0:
-        raise ValueError(f"--minutes must be > 0, got {args.minutes}")
-    if args.steps is not None and args.steps <= 0:
-        raise ValueError(f"--steps must be > 0, got {args.steps}")
-    if args.checkpoint_minutes <= 0:
-        raise ValueError(f"--checkpoint-minutes must be > 0, got {args.checkpoint_minutes}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out}: exists and is not a folder")
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise ValueError(f"--minutes must be > 0 and finite, got {args.minutes}")
+    if args.steps is not None and not 0 < args.steps <= UNLIMITED_STEPS:
+        raise ValueError(f"--steps must be in [1, {UNLIMITED_STEPS}], got {args.steps}")
+    if not (math.isfinite(args.checkpoint_minutes) and args.checkpoint_minutes > 0):
+        raise ValueError(f"--checkpoint-minutes must be > 0 and finite, got {args.checkpoint_minutes}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
+    if args.n_envs is not None and not 1 <= args.n_envs <= MAX_ENVS:
+        raise ValueError(f"--n-envs must be in [1, {MAX_ENVS}], got {args.n_envs}")
+    if args.generator_share is not None:
+        if not args.generator:
+            raise ValueError("--generator-share needs --generator PRESET")
+        if not 0.0 <= args.generator_share <= 1.0:  # NaN fails too
+            raise ValueError(f"--generator-share must be in [0, 1], got {args.generator_share}")
+    if args.scenario and (args.suite is not None or args.split is not None):
+        raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
 
 
 def _config(args, out: Path):
@@ -180,26 +308,34 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model_path, _ = run_paths(out)
     env_data, data = _data(args)
     config, previous = _config(args, out)
-    formats = ["csv"]
     if args.tensorboard:
         try:
             import tensorboard  # noqa: F401
         except ImportError:
             raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)") from None
-        formats.append("tensorboard")
 
     env_kwargs = dict(config.env.env_kwargs(), **env_data)
     venv = make_vec_env(config.vec, config.n_envs, env_kwargs, seed=args.seed)
-    if args.resume:
-        model, _, _ = load_checkpoint(out, algo=args.algo, env=venv)
-    else:
-        model = build_model(args.algo, config, venv, seed=args.seed)
-    model.set_logger(configure(str(out / "logs"), formats))
+    try:
+        if args.resume:
+            try:
+                model, _, _ = load_checkpoint(out, algo=args.algo, env=venv)
+            except ValueError as exc:  # torch's and SB3's messages may span lines; the CLI prints one
+                raise ValueError(" ".join(str(exc).split())) from None
+        else:
+            model = build_model(args.algo, config, venv, seed=args.seed)
+    except BaseException:
+        venv.close()
+        raise
 
     start_steps = int(model.num_timesteps)
     step_limit = args.steps if args.steps is not None else UNLIMITED_STEPS
     if step_limit <= start_steps:
+        venv.close()
         raise ValueError(f"{out} already has {start_steps} steps, at or beyond --steps {args.steps}")
+    # Nothing is written into OUT before this point: a refused request leaves no folder behind.
+    logger = _make_logger(out / "logs", args.tensorboard)
+    model.set_logger(logger)
     if isinstance(config, DQNConfig):
         model.exploration_schedule = LinearSchedule(config.exploration_initial_eps, config.exploration_final_eps,
                                                     config.exploration_steps / step_limit)
@@ -226,15 +362,28 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         save_checkpoint(model, out, meta())
 
     deadline = begin + (args.minutes * 60.0 if args.minutes is not None else float("inf"))
+    rows = _LogRows()
+    # PPO and MaskablePPO: rows come from _LogRows (log_interval=None turns off SB3's own rows,
+    # written before each update); DQN keeps SB3's row every 4 episodes.
+    log_interval = {"log_interval": None} if isinstance(model, OnPolicyAlgorithm) else {}
     with Progress(100, f"train {args.algo}", enabled=not args.quiet, unit="%") as bar:
         callback = _Budget(deadline=deadline, step_limit=step_limit, minutes=args.minutes, steps=args.steps,
                            checkpoint_s=args.checkpoint_minutes * 60.0, save=save, bar=bar)
+        learned = False
         try:
-            model.learn(total_timesteps=step_limit - start_steps, callback=callback,
-                        reset_num_timesteps=not args.resume, progress_bar=False)
+            model.learn(total_timesteps=step_limit - start_steps, callback=CallbackList([callback, rows]),
+                        reset_num_timesteps=not args.resume, progress_bar=False, **log_interval)
+            learned = True
         finally:
-            save()
-            venv.close()
+            try:
+                rows.finish()  # normally done already, at the end of learn()
+            except Exception:
+                if learned:  # else keep the error that stopped learn()
+                    raise
+            finally:
+                logger.close()
+                save()
+                venv.close()
     result = meta()
     if not args.quiet:
         last = result["runs"][-1]
