@@ -425,10 +425,23 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line ``mallocgym: error: PROG: ...`` (exit 2), like
+    every other bad input; ``--help`` shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"mallocgym: error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text) -> str:
+    """An error message on one line (some libraries' messages span several)."""
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="mallocgym", description="MallocGame: learned memory mapping for ML compilers.")
+    parser = Parser(prog="mallocgym", description="MallocGame: learned memory mapping for ML compilers.")
     parser.add_argument("--version", action="version", version=f"mallocgym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, add, run) in COMMANDS.items():
@@ -447,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except (ValueError, OSError) as exc:
-        print(f"mallocgym: error: {exc}", file=sys.stderr)
+        print(f"mallocgym: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mallocgym: interrupted", file=sys.stderr)

@@ -80,11 +80,13 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
 def _warm_up() -> None:
     """Load the compiled simulator kernels once, so the first scenario's ``wall_s`` does not
     include numba's cache loading."""
+    from . import _jit, sim
     from .heuristics import xla_like
     from .scenarios import Scenario
     from .workloads import Workload
     from .hardware import profile
 
+    _jit.announce_compile((sim.run_greedy, sim.first_conflict))
     w = Workload.from_buffers("warm-up", flops=[0.0, 1.0], size=[1, 1], start=[0, 0], end=[1, 1])
     evaluate(w, xla_like(Scenario("warm-up", w, profile(fast_capacity=1))), profile(fast_capacity=1))
 

@@ -211,7 +211,9 @@ def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: lis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mallocgym train muzero",
+    from ...cli import Parser
+
+    p = Parser(prog="mallocgym train muzero",
                                 description="Train mallocMuZero by self-play under a wall-clock budget.")
     p.add_argument("--suite", help="suite whose train split is played (default: default; not with --scenario)")
     p.add_argument("--scenario", action="append",

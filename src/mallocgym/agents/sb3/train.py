@@ -185,7 +185,9 @@ class _Budget(BaseCallback):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mallocgym train sb3",
+    from ...cli import Parser
+
+    p = Parser(prog="mallocgym train sb3",
                                 description="Train a Stable-Baselines3 agent on MallocGame-v0.")
     p.add_argument("--algo", required=True, choices=sorted(ALGOS), help="the algorithm")
     p.add_argument("--suite", help="suite to train on (default: default)")
