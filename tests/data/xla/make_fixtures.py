@@ -1,9 +1,11 @@
 """Regenerate the XLA dump fixtures of tests/test_xla_import.py (needs JAX; tests do not run this).
 
-    python tests/data/xla/make_fixtures.py
+    python tests/data/xla/make_fixtures.py [NAME ...]   # all fixtures, or only those named
 
 Each fixture folder holds, per module, only the three files the importer reads: the
 after-optimizations HLO text, its ``-live-range.txt`` and its ``-buffer-assignment.txt``.
+``graph_net`` (used by tests/test_graph_net.py) was made with jax/jaxlib 0.10.2 on CPU by
+``python tests/data/xla/make_fixtures.py graph_net``.
 """
 
 import os
@@ -52,13 +54,33 @@ def f(x, w, c):
     return jax.nn.softmax(z, axis=-1), jnp.take(y, jnp.array([1, 3]), axis=0)
 jax.jit(f).lower(jnp.ones((64, 64)), jnp.ones((64, 64)), 1.0).compile()
 """,
+    # a training step of a 2-layer message-passing graph network (gather by sender, segment_sum
+    # by receiver, relu) on 384 nodes x 192 features: the node features x (384 x 192 x 4 =
+    # 294912 bytes) and the per-edge messages are larger than 256 KiB of fast memory
+    "graph_net": """
+import jax, jax.numpy as jnp
+N, F, H, C, E = 384, 192, 64, 16, 1536
+def layer(h, w, senders, receivers):
+    return jax.ops.segment_sum((h @ w)[senders], receivers, num_segments=N)
+def loss(p, x, senders, receivers, y):
+    h = jax.nn.relu(layer(x, p["w1"], senders, receivers) + p["b1"])
+    return ((layer(h, p["w2"], senders, receivers) - y) ** 2).mean()
+def step(p, x, senders, receivers, y):
+    l, g = jax.value_and_grad(loss)(p, x, senders, receivers, y)
+    return jax.tree.map(lambda a, b: a - 0.1 * b, p, g), l
+p = {"w1": jnp.ones((F, H)), "b1": jnp.zeros((H,)), "w2": jnp.ones((H, C))}
+edges = jnp.arange(E, dtype=jnp.int32)
+jax.jit(step).lower(p, jnp.ones((N, F)), edges % N, (edges * 7 + 1) % N, jnp.ones((N, C))).compile()
+""",
 }
 
-MODULES = {"dot_conv": ("jit_f", "jit_broadcast_in_dim"), "rnn_train": ("jit_step",), "cond_sort": ("jit_f",)}
+MODULES = {"dot_conv": ("jit_f", "jit_broadcast_in_dim"), "rnn_train": ("jit_step",), "cond_sort": ("jit_f",),
+           "graph_net": ("jit_step",)}
 
 
-def main() -> None:
-    for name, program in PROGRAMS.items():
+def main(names: list[str]) -> None:
+    for name in names or PROGRAMS:
+        program = PROGRAMS[name]
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
                 f"--xla_dump_to={tmp} --xla_dump_hlo_as_text --xla_dump_buffer_assignment_analysis"))
@@ -76,4 +98,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
@@ -11,20 +10,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from . import _jit, features, sim
-from .features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
-from .hardware import Hardware
-from .render import ascii_map, memory_map
-from ._validate import check_int
-from .scenarios import Scenario, as_hardware, check_capacity, oversized, resolve, suite
-from .workloads import Workload
+from .. import _jit, features, sim
+from ..features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
+from ..hardware import Hardware
+from ..render import ascii_map, memory_map
+from .._validate import check_int
+from ..scenarios import Scenario, oversized
+from ..workloads import Workload
+from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins
 
 __all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
 
-INVALID_ACTION_MODES = ("skip", "terminate", "raise")
-_CACHE_SIZE = 128
 _MAX_CANDIDATES = 4096
-_SPEC_TYPES = (Workload, Scenario, str, os.PathLike)
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class GameState:
     done: bool
 
 
-class MallocGameEnv(gym.Env):
+class MallocGameEnv(ScenarioEnv):
     """## Description
 
     mallocGame (Wang et al., "Optimizing Memory Mapping Using Deep Reinforcement Learning",
@@ -160,8 +157,6 @@ class MallocGameEnv(gym.Env):
     - v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-
     def __init__(
         self,
         workload: Workload | str | os.PathLike | Sequence[Workload | str | os.PathLike] | None = None,
@@ -179,40 +174,8 @@ class MallocGameEnv(gym.Env):
     ):
         self.k = check_int(n_candidates, "n_candidates", low=1, high=_MAX_CANDIDATES)
         self.n_next = check_int(n_next, "n_next", low=1, high=_MAX_CANDIDATES)
-        if isinstance(memory_bins, (str, bytes)) or not isinstance(memory_bins, Sequence) or len(memory_bins) != 2:
-            raise TypeError(f"memory_bins must be two integers (address bins, time bins), got {memory_bins!r}")
-        bins = tuple(check_int(v, f"memory_bins[{i}]", low=1, high=4096) for i, v in enumerate(memory_bins))
-        capacity = None if capacity is None else check_capacity(capacity)
-        hardware = None if hardware is None else as_hardware(hardware)
-        if order not in sim.ORDERS:
-            raise ValueError(f"order must be one of {sim.ORDERS}, got {order!r}")
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        self.memory_bins = bins
-        self.order = order
-        self.invalid_action = invalid_action
-        self.render_mode = render_mode
-        self._hardware_arg = hardware
-        self._capacity_arg = capacity
-        self._generator = None
-        if workload is None:
-            specs: list = list(suite(suite_name, split))
-        elif isinstance(workload, _SPEC_TYPES):
-            specs = [workload]
-        elif callable(workload):
-            self._generator = workload
-            specs = [workload(np.random.default_rng(0))]
-        elif isinstance(workload, Sequence):
-            specs = list(workload)
-            if not specs:
-                raise ValueError("workload list is empty")
-        else:
-            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name, a file path, a list of "
-                            f"these or a generator, got {type(workload).__name__} {workload!r}")
-        self._scenarios = [self._resolve(s) for s in specs]
-        self._cache: dict[Scenario, _Compiled] = {}
+        self.memory_bins = check_bins(memory_bins)
+        self._setup(workload, hardware, capacity, order, sim.ORDERS, invalid_action, split, suite_name, render_mode)
 
         self.action_space = spaces.Discrete(self.k + 1)
         a_bins, t_bins = self.memory_bins
@@ -229,25 +192,13 @@ class MallocGameEnv(gym.Env):
         self._start(self._compile(self._scenarios[0]))
 
     # ------------------------------------------------------------------ scenarios
-    def _resolve(self, spec) -> Scenario:
-        """A scenario with the env's ``hardware`` and ``capacity`` applied (to every scenario:
-        the suite's, a list's and a generator's)."""
-        if not isinstance(spec, _SPEC_TYPES):
-            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name or a file path, "
-                            f"got {type(spec).__name__} {spec!r}")
-        return resolve(spec, self._hardware_arg, self._capacity_arg)
-
     def _compile(self, scenario: Scenario, cache: bool = True) -> _Compiled:
-        compiled = self._cache.get(scenario) if cache else None
-        if compiled is None:
+        def build(scenario: Scenario) -> _Compiled:
             static = sim.compile_scenario(scenario.workload, scenario.hardware, self.order)
-            compiled = _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes),
-                                 oversized(scenario.workload, scenario.hardware))
-            if cache:
-                if len(self._cache) >= _CACHE_SIZE:
-                    self._cache.pop(next(iter(self._cache)))
-                self._cache[scenario] = compiled
-        return compiled
+            return _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes),
+                             oversized(scenario.workload, scenario.hardware))
+
+        return self._compile_cached(scenario, cache, build)
 
     def _start(self, compiled: _Compiled) -> None:
         self._compiled = compiled
@@ -273,11 +224,6 @@ class MallocGameEnv(gym.Env):
     @property
     def scenario(self) -> Scenario:
         return self._compiled.scenario
-
-    @property
-    def scenarios(self) -> list[Scenario]:
-        """The scenarios this env samples from at reset."""
-        return list(self._scenarios)
 
     @property
     def static(self) -> sim.Static:
@@ -308,25 +254,12 @@ class MallocGameEnv(gym.Env):
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        unknown = set(options) - {"workload"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'workload'")
-        if options.get("workload") is not None:
-            scenario = self._resolve(options["workload"])
-        elif self._generator is not None:
-            scenario = self._resolve(self._generator(self.np_random))
-            self._start(self._compile(scenario, cache=False))
-            return self._observation(), self._info(invalid=False)
-        elif len(self._scenarios) == 1:
-            scenario = self._scenarios[0]
-        else:
-            scenario = self._scenarios[int(self.np_random.integers(len(self._scenarios)))]
-        self._start(self._compile(scenario))
+        scenario, cache = self._pick(options)
+        self._start(self._compile(scenario, cache))
         return self._observation(), self._info(invalid=False)
 
     def step(self, action):
-        a = self._check_action(action)
+        a = self._check_action(action, self.k + 1)
         if self._done:
             raise RuntimeError("step() called after the episode ended; call reset()")
         k = self.k
@@ -351,19 +284,6 @@ class MallocGameEnv(gym.Env):
         if terminated:
             info["offsets"] = self._state.offsets.tolist()
         return self._observation(), float(reward), terminated, False, info
-
-    def _check_action(self, action) -> int:
-        if isinstance(action, np.ndarray):
-            if action.size != 1 or action.dtype.kind not in "iu":
-                raise ValueError(f"action {action!r} is not in the action space Discrete({self.k + 1})")
-            action = action.reshape(()).item()
-        try:
-            a = operator.index(action)
-        except TypeError:
-            raise ValueError(f"action {action!r} is not an integer in Discrete({self.k + 1})") from None
-        if not 0 <= a <= self.k:
-            raise ValueError(f"action {a} is outside the action space Discrete({self.k + 1})")
-        return a
 
     def _observation(self) -> dict[str, np.ndarray]:
         o = self._obs
@@ -416,11 +336,6 @@ class MallocGameEnv(gym.Env):
         """Record a step a batched driver made through :meth:`kernel_arrays`: the new position's
         candidate count and whether the episode ended."""
         self._count, self._done = int(count), bool(done)
-
-    def share_compiled(self, other: "MallocGameEnv") -> None:
-        """Use ``other``'s cache of compiled scenarios, so that envs stepped together compile
-        each scenario once."""
-        self._cache = other._cache
 
     # ------------------------------------------------------------------ search support
     def clone_state(self) -> GameState:

@@ -1,0 +1,131 @@
+"""What every version of the game shares: argument checks, the scenarios an env plays and how it
+picks one at reset, the compiled-scenario cache, and action checks."""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from .._validate import check_int
+from ..scenarios import Scenario, as_hardware, check_capacity, resolve, suite
+from ..workloads import Workload
+
+__all__ = ["ScenarioEnv", "INVALID_ACTION_MODES", "check_bins"]
+
+INVALID_ACTION_MODES = ("skip", "terminate", "raise")
+_CACHE_SIZE = 128
+SPEC_TYPES = (Workload, Scenario, str, os.PathLike)
+
+
+def check_bins(memory_bins) -> tuple[int, int]:
+    """``memory_bins``: two integers in ``[1, 4096]`` (address bins, time bins)."""
+    if isinstance(memory_bins, (str, bytes)) or not isinstance(memory_bins, Sequence) or len(memory_bins) != 2:
+        raise TypeError(f"memory_bins must be two integers (address bins, time bins), got {memory_bins!r}")
+    return tuple(check_int(v, f"memory_bins[{i}]", low=1, high=4096) for i, v in enumerate(memory_bins))
+
+
+class ScenarioEnv(gym.Env):
+    """The scenario handling of the MallocGame envs (subclasses add the game itself).
+
+    :meth:`_setup` checks the shared arguments and resolves the scenarios; :meth:`_pick` chooses
+    the next episode's scenario at reset; :meth:`_compile_cached` caches what a subclass compiles per
+    scenario.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def _setup(self, workload, hardware, capacity, order: str, orders: Sequence[str], invalid_action: str,
+               split: str, suite_name: str, render_mode: str | None) -> None:
+        capacity = None if capacity is None else check_capacity(capacity)
+        hardware = None if hardware is None else as_hardware(hardware)
+        if order not in orders:
+            raise ValueError(f"order must be one of {tuple(orders)}, got {order!r}")
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.order = order
+        self.invalid_action = invalid_action
+        self.render_mode = render_mode
+        self._hardware_arg = hardware
+        self._capacity_arg = capacity
+        self._generator: Callable | None = None
+        if workload is None:
+            specs: list = list(suite(suite_name, split))
+        elif isinstance(workload, SPEC_TYPES):
+            specs = [workload]
+        elif callable(workload):
+            self._generator = workload
+            specs = [workload(np.random.default_rng(0))]
+        elif isinstance(workload, Sequence):
+            specs = list(workload)
+            if not specs:
+                raise ValueError("workload list is empty")
+        else:
+            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name, a file path, a list of "
+                            f"these or a generator, got {type(workload).__name__} {workload!r}")
+        self._scenarios = [self._resolve(s) for s in specs]
+        self._cache: dict[Scenario, Any] = {}
+
+    def _resolve(self, spec) -> Scenario:
+        """A scenario with the env's ``hardware`` and ``capacity`` applied (to every scenario:
+        the suite's, a list's and a generator's)."""
+        if not isinstance(spec, SPEC_TYPES):
+            raise TypeError(f"workload must be a Workload, a Scenario, a bundled name or a file path, "
+                            f"got {type(spec).__name__} {spec!r}")
+        return resolve(spec, self._hardware_arg, self._capacity_arg)
+
+    def _compile_cached(self, scenario: Scenario, cache: bool, build: Callable[[Scenario], Any]):
+        """``build(scenario)``, remembered for the last 128 scenarios when ``cache``."""
+        compiled = self._cache.get(scenario) if cache else None
+        if compiled is None:
+            compiled = build(scenario)
+            if cache:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[scenario] = compiled
+        return compiled
+
+    def _pick(self, options: dict[str, Any] | None) -> tuple[Scenario, bool]:
+        """The next episode's scenario and whether to cache its compilation: the ``workload``
+        reset option, else a generator's draw, else one of the scenarios (sampled with
+        ``self.np_random``)."""
+        options = options or {}
+        unknown = set(options) - {"workload"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'workload'")
+        if options.get("workload") is not None:
+            return self._resolve(options["workload"]), True
+        if self._generator is not None:
+            return self._resolve(self._generator(self.np_random)), False
+        if len(self._scenarios) == 1:
+            return self._scenarios[0], True
+        return self._scenarios[int(self.np_random.integers(len(self._scenarios)))], True
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        """The scenarios this env samples from at reset."""
+        return list(self._scenarios)
+
+    def share_compiled(self, other: "ScenarioEnv") -> None:
+        """Use ``other``'s cache of compiled scenarios, so that envs stepped together compile
+        each scenario once."""
+        self._cache = other._cache
+
+    def _check_action(self, action, n: int) -> int:
+        """``action`` as an int in ``Discrete(n)``; anything else is a ``ValueError``."""
+        if isinstance(action, np.ndarray):
+            if action.size != 1 or action.dtype.kind not in "iu":
+                raise ValueError(f"action {action!r} is not in the action space Discrete({n})")
+            action = action.reshape(()).item()
+        try:
+            a = operator.index(action)
+        except TypeError:
+            raise ValueError(f"action {action!r} is not an integer in Discrete({n})") from None
+        if not 0 <= a < n:
+            raise ValueError(f"action {a} is outside the action space Discrete({n})")
+        return a
