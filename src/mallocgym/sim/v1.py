@@ -1,0 +1,678 @@
+"""MallocGame-v1's rules as numba kernels: per-use segments, prefetches and evictions.
+
+A buffer's **definition** is its first write access (op ``d``); a buffer with no write is a
+**program input**, in slow memory from its live-range start ``s``. Its **use points** are the
+distinct ops of its other accesses after ``d`` (for an input: all its accesses), in op order; a
+**segment** runs from the definition (or the previous use point, or ``s - 1`` for an input's
+first) to a use point, and is priced by one decision. A defined buffer with no later access has
+one segment ending at ``d`` itself. An **output** is a buffer live at the last op.
+
+Decisions, one per segment (kinds): ``SLOW`` (the use reads slow memory), ``FAST`` (first
+segment of a defined buffer: produced in fast memory at an offset and kept to the use; later
+segment: kept at the previous segment's offset up to this use), ``PREFETCH`` (an async copy from
+slow memory issued after op ``p`` and done before the use, the chunk at offset ``o`` held over
+``[p + 1, use]``; ``p`` >= the segment's start and >= the op after which a slow copy exists).
+
+**Evictions are added by the rules**: a value produced fast has no slow copy; the first time after
+its initial run of ``FAST`` segments that a slow copy is needed (a ``SLOW`` use at ``u``: done by
+``u``; a ``PREFETCH`` after op ``p``: done by ``p``; an output at the end: by ``T``) an eviction
+copy is issued after the definition op and done before op ``e`` (MSA's ``Evict``):
+``e = min(max(preferred, l + 1), needed)`` where ``l`` is the last fast use and ``preferred`` the
+first op whose all-slow interval from ``d`` covers ``preferred_ratio`` x the copy time; then
+moved earlier, down to ``l + 1``, until the chunk can be held at its offset up to ``e - 1``. An
+undecided segment is priced as ``SLOW`` (with the eviction that implies), so the step rewards sum
+to the return. A value is evicted at most once: afterwards a slow copy exists.
+
+Time is MSA's runtime model (:mod:`mallocgym.sim.runtime`), recomputed after every decision.
+
+Fast memory is a list of **chunks** ``(first op, last op, offset, buffer)``, at most one per
+segment (a kept segment extends its predecessor's chunk). Free gaps over an op window sweep the
+chunks live in it in offset order.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from ..hardware import Hardware
+from ..workloads.core import Workload
+from . import _insert_candidate, buffer_order
+from .runtime import EVICTION, PREFETCH, runtime_elapsed, simulate
+
+__all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
+           "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "window_candidates",
+           "prefetch_starts", "check_allocation", "current_time"]
+
+UNDECIDED, SLOW, FAST, PREFETCH_SEG = 0, 1, 2, 3
+DEF_GROUP = -2  # acc_seg of an access priced by the buffer's production (the definition op's accesses)
+NO_ACCESS = -1
+
+Static1 = namedtuple("Static1", [
+    "size",          # int64[N] bytes
+    "start",         # int64[N] first live op
+    "end",           # int64[N] last live op
+    "access_ptr",    # int64[N+1] CSR into access_*
+    "access_op",     # int64[A]
+    "access_bytes",  # int64[A]
+    "acc_seg",       # int64[A] global segment pricing the access, DEF_GROUP, or NO_ACCESS (never)
+    "def_op",        # int64[N] definition op, -1 for a program input
+    "is_output",     # int64[N] 1 if live at the last op
+    "seg_ptr",       # int64[N+1] CSR: buffer b's segments are seg_ptr[b]:seg_ptr[b+1], in time order
+    "seg_use",       # int64[S] the use op ending each segment
+    "seg_prev",      # int64[S] the op it starts after (definition, previous use, or start - 1)
+    "seg_buf",       # int64[S] owning buffer
+    "order",         # int64[S] decision order: buffers in MSA's order, each buffer's segments in time order
+    "compute_time",  # float64[T]
+    "cum_slow",      # float64[T+1] prefix sums of each op's all-slow elapsed time
+    "params",        # float64[8]: slow_bw, fast_bw, overhead, time_all_slow, min, preferred, max ratios
+    "iparams",       # int64[4]: capacity, alignment, J (prefetch start times), K (offsets per window)
+])
+
+State1 = namedtuple("State1", [
+    "seg_kind",      # int64[S] UNDECIDED / SLOW / FAST / PREFETCH_SEG
+    "seg_off",       # int64[S] fast offset (FAST, PREFETCH), else -1
+    "seg_pstart",    # int64[S] prefetch issued after this op (PREFETCH only)
+    "seg_chunk",     # int64[S] the chunk holding the segment, -1
+    "ev_done",       # int64[N] eviction done before this op, -1 = none
+    "ev_base",       # int64[N] the evicted chunk's last op before the eviction extended it
+    "ev_chunk",      # int64[N] the chunk the eviction holds, -1
+    "ev_final",      # int64[N] 1 once the eviction can no longer change
+    "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
+    "active",        # int64[S] ids of the chunks opened so far, in opening order
+    "slow_bytes",    # int64[T]
+    "fast_bytes",    # int64[T]
+    "elapsed",       # float64[T] last simulated per-op elapsed time
+    "stall",         # float64[T+1] last simulated stall before each op (and at the end)
+    "counters",      # int64[4]: decisions made (position in order), chunks opened, forced, chosen
+    "totals",        # float64[3]: program time, copy bytes, stall time
+])
+
+POS, N_CHUNKS, FORCED, CHOSEN = 0, 1, 2, 3
+TIME, COPY_BYTES, STALL = 0, 1, 2
+SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
+CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------------------ set-up (Python)
+def segments_of(workload: Workload):
+    """Definition op, output flag, segments and the segment pricing each access.
+
+    Returns ``def_op[N]``, ``is_output[N]``, ``seg_ptr[N+1]``, ``seg_use[S]``, ``seg_prev[S]``,
+    ``acc_seg[A]`` (see :class:`Static1`).
+    """
+    n, last = workload.num_buffers, workload.num_ops - 1
+    ptr, ops, write = workload.access_ptr, workload.access_op, workload.access_write
+    def_op = np.full(n, -1, dtype=np.int64)
+    is_output = (workload.end == last).astype(np.int64)
+    seg_ptr = np.zeros(n + 1, dtype=np.int64)
+    seg_use, seg_prev = [], []
+    acc_seg = np.full(workload.num_accesses, NO_ACCESS, dtype=np.int64)
+    for b in range(n):
+        lo, hi = int(ptr[b]), int(ptr[b + 1])
+        writes = [int(ops[a]) for a in range(lo, hi) if write[a]]
+        d = min(writes) if writes else -1
+        def_op[b] = d
+        uses = sorted({int(ops[a]) for a in range(lo, hi) if int(ops[a]) > d}) if d >= 0 else \
+            sorted({int(ops[a]) for a in range(lo, hi)})
+        if d >= 0 and not uses:
+            uses = [d]  # defined, never used later: one segment, the production itself
+        first = len(seg_use)
+        prev = d if d >= 0 else int(workload.start[b]) - 1
+        for u in uses:
+            seg_use.append(u)
+            seg_prev.append(prev)
+            prev = u
+        seg_ptr[b + 1] = len(seg_use)
+        where = {u: first + i for i, u in enumerate(uses)}
+        for a in range(lo, hi):
+            t = int(ops[a])
+            if d >= 0 and t == d:
+                acc_seg[a] = DEF_GROUP
+            elif t in where:
+                acc_seg[a] = where[t]
+    return (def_op, is_output, seg_ptr, np.array(seg_use, dtype=np.int64), np.array(seg_prev, dtype=np.int64),
+            acc_seg)
+
+
+def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness", *, n_starts: int = 4,
+               n_candidates: int = 16, ratios: tuple[float, float, float] = (0.8, 1.5, 10.0)) -> Static1:
+    """The fixed arrays of a v1 scenario (``hardware.fast_capacity`` set).
+
+    ``ratios``: the prefetch picker's min / preferred / max overlap-to-copy ratios (MSA's test
+    values by default). ``order`` orders the buffers as v0 does (``"boundedness"``: MSA's).
+    """
+    from . import compile_scenario
+
+    if hardware.fast_capacity is None:
+        raise ValueError("hardware.fast_capacity is unset; resolve the scenario's hardware first")
+    v0 = compile_scenario(workload, hardware, order)
+    def_op, is_output, seg_ptr, seg_use, seg_prev, acc_seg = segments_of(workload)
+    seg_buf = np.repeat(np.arange(workload.num_buffers, dtype=np.int64), np.diff(seg_ptr))
+    buffers = v0.order if order != "boundedness" else v1_order(workload, hardware, v0)
+    seg_order = np.concatenate([np.arange(seg_ptr[b], seg_ptr[b + 1], dtype=np.int64) for b in buffers]) \
+        if seg_use.size else np.zeros(0, dtype=np.int64)
+    slow_time = np.zeros(workload.num_ops)
+    np.add.at(slow_time, workload.access_op, workload.access_bytes / hardware.slow_bw)
+    all_slow = np.maximum(v0.compute_time, slow_time + hardware.op_overhead)
+    cum = np.zeros(workload.num_ops + 1)
+    cum[1:] = np.cumsum(all_slow)
+    params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, float(cum[-1]),
+                       ratios[0], ratios[1], ratios[2], 0.0])
+    iparams = np.array([hardware.fast_capacity, hardware.alignment, n_starts, n_candidates], dtype=np.int64)
+    st = Static1(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,
+                 workload.access_bytes, acc_seg, def_op, is_output, seg_ptr, seg_use, seg_prev, seg_buf,
+                 seg_order, v0.compute_time, cum, params, iparams)
+    for arr in st[6:]:
+        if isinstance(arr, np.ndarray) and arr.flags.writeable:
+            arr.setflags(write=False)
+    return st
+
+
+def v1_order(workload: Workload, hardware: Hardware, v0) -> np.ndarray:
+    """MSA's order (``MemoryBoundednessBufferIntervalComparator::GetTuple``): memory boundedness
+    descending, then size descending, duration descending, latest use ascending, start, id.
+
+    Boundedness folds each access's benefit (the time its op saves with that access fast, which
+    is ``memory - compute`` < 0 for a compute-bound op): added when both are positive, else the
+    max; a program input starts the fold at 0; divided by sqrt(size).
+    """
+    slow_bw, fast_bw = hardware.slow_bw, hardware.fast_bw
+    slow = np.zeros(workload.num_ops)
+    np.add.at(slow, workload.access_op, workload.access_bytes / slow_bw)
+    mem = slow + hardware.op_overhead
+    compute = v0.compute_time
+    n = workload.num_buffers
+    bounded = np.zeros(n)
+    latest = np.zeros(n, dtype=np.int64)
+    for b in range(n):
+        lo, hi = workload.access_ptr[b], workload.access_ptr[b + 1]
+        value = None if np.any(workload.access_write[lo:hi]) else 0.0
+        for a in range(lo, hi):
+            t = workload.access_op[a]
+            saved = workload.access_bytes[a] * (1.0 / slow_bw - 1.0 / fast_bw)
+            benefit = saved if mem[t] > compute[t] else mem[t] - compute[t]
+            if value is None:
+                value = benefit
+            elif value > 0 and benefit > 0:
+                value += benefit
+            else:
+                value = max(value, benefit)
+        bounded[b] = (value or 0.0) / np.sqrt(workload.size[b])
+        latest[b] = workload.access_op[lo:hi].max() if hi > lo else workload.end[b]
+    ids = np.arange(n)
+    duration = workload.end - workload.start
+    return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
+
+
+def new_state(st: Static1) -> State1:
+    """Every segment undecided (priced slow), no copies, no chunks."""
+    s, n, t = st.seg_use.shape[0], st.size.shape[0], st.compute_time.shape[0]
+    slow = np.zeros(t, dtype=np.int64)
+    np.add.at(slow, st.access_op, st.access_bytes)
+    state = State1(
+        seg_kind=np.zeros(s, np.int64), seg_off=np.full(s, -1, np.int64), seg_pstart=np.full(s, -1, np.int64),
+        seg_chunk=np.full(s, -1, np.int64), ev_done=np.full(n, -1, np.int64), ev_base=np.full(n, -1, np.int64),
+        ev_chunk=np.full(n, -1, np.int64), ev_final=np.zeros(n, np.int64),
+        ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
+        ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
+        slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), elapsed=np.zeros(t), stall=np.zeros(t + 1),
+        counters=np.zeros(4, np.int64), totals=np.zeros(3),
+    )
+    state.totals[TIME] = current_time(st, state)
+    return state
+
+
+def copy_state(state: State1) -> State1:
+    return State1(*(a.copy() for a in state))
+
+
+@njit(cache=True)
+def copy_into(src, dst):
+    """Overwrite ``dst`` with ``src`` (same scenario) without allocating."""
+    dst.seg_kind[:] = src.seg_kind
+    dst.seg_off[:] = src.seg_off
+    dst.seg_pstart[:] = src.seg_pstart
+    dst.seg_chunk[:] = src.seg_chunk
+    dst.ev_done[:] = src.ev_done
+    dst.ev_base[:] = src.ev_base
+    dst.ev_chunk[:] = src.ev_chunk
+    dst.ev_final[:] = src.ev_final
+    dst.ch_lo[:] = src.ch_lo
+    dst.ch_hi[:] = src.ch_hi
+    dst.ch_off[:] = src.ch_off
+    dst.ch_buf[:] = src.ch_buf
+    dst.active[:] = src.active
+    dst.slow_bytes[:] = src.slow_bytes
+    dst.fast_bytes[:] = src.fast_bytes
+    dst.elapsed[:] = src.elapsed
+    dst.stall[:] = src.stall
+    dst.counters[:] = src.counters
+    dst.totals[:] = src.totals
+
+
+# ------------------------------------------------------------------------------ cost
+@njit(cache=True)
+def current_time(st, state):
+    """Simulate the program under the current allocations (undecided segments slow); store the
+    per-op results and totals in ``state`` and return the program time."""
+    n_ops = st.compute_time.shape[0]
+    slow_bw, fast_bw = st.params[SLOW_BW], st.params[FAST_BW]
+    slow_time = np.empty(n_ops)
+    fast_time = np.empty(n_ops)
+    for t in range(n_ops):
+        slow_time[t] = state.slow_bytes[t] / slow_bw
+        fast_time[t] = state.fast_bytes[t] / fast_bw
+    n_seg = st.seg_use.shape[0]
+    n_buf = st.size.shape[0]
+    n_copies = 0
+    for s in range(n_seg):
+        if state.seg_kind[s] == PREFETCH_SEG:
+            n_copies += 1
+    for b in range(n_buf):
+        if state.ev_done[b] >= 0:
+            n_copies += 1
+    c_start = np.empty(n_copies, np.int64)
+    c_done = np.empty(n_copies, np.int64)
+    c_bytes = np.empty(n_copies)
+    c_kind = np.empty(n_copies, np.int64)
+    i = 0
+    copy_bytes = 0.0
+    for s in range(n_seg):
+        if state.seg_kind[s] == PREFETCH_SEG:
+            c_start[i] = state.seg_pstart[s]
+            c_done[i] = st.seg_use[s]
+            c_bytes[i] = st.size[st.seg_buf[s]]
+            c_kind[i] = PREFETCH
+            copy_bytes += c_bytes[i]
+            i += 1
+    for b in range(n_buf):
+        if state.ev_done[b] >= 0:
+            c_start[i] = st.def_op[b]
+            c_done[i] = state.ev_done[b]
+            c_bytes[i] = st.size[b]
+            c_kind[i] = EVICTION
+            copy_bytes += c_bytes[i]
+            i += 1
+    total = simulate(st.compute_time, slow_time, fast_time, st.params[OVERHEAD], slow_bw, c_start, c_done,
+                     c_bytes, c_kind, state.elapsed, state.stall)
+    stall = 0.0
+    for t in range(n_ops + 1):
+        stall += state.stall[t]
+    state.totals[TIME] = total
+    state.totals[COPY_BYTES] = copy_bytes
+    state.totals[STALL] = stall
+    return total
+
+
+@njit(cache=True, inline="always")
+def interval_time(st, a, b):
+    """All-slow time of the ops strictly between ``a`` and ``b`` (``a < b``; ``a`` may be -1)."""
+    lo = a + 1
+    if lo >= b:
+        return 0.0
+    return st.cum_slow[b] - st.cum_slow[lo]
+
+
+# ------------------------------------------------------------------------------ fast memory
+@njit(cache=True)
+def _live_chunks(st, state, lo, hi, skip_buf, ids):
+    """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, sorted by offset."""
+    m = 0
+    for i in range(state.counters[N_CHUNKS]):
+        c = state.active[i]
+        if state.ch_buf[c] == skip_buf or state.ch_hi[c] < lo or state.ch_lo[c] > hi:
+            continue
+        ids[m] = c
+        m += 1
+    if m > 1:
+        offs = np.empty(m, np.int64)
+        for i in range(m):
+            offs[i] = state.ch_off[ids[i]]
+        order = np.argsort(offs, kind="mergesort")
+        tmp = ids[:m].copy()
+        for i in range(m):
+            ids[i] = tmp[order[i]]
+    return m
+
+
+@njit(cache=True)
+def window_candidates(st, state, b, lo, hi, k, ids, cand_off):
+    """Candidate offsets for buffer ``b`` over ops ``[lo, hi]``, best fit first (as v0: from each
+    fitting free gap its lowest aligned offset and, if different, its highest); return the count."""
+    size = st.size[b]
+    capacity = st.iparams[CAPACITY]
+    align = st.iparams[ALIGNMENT]
+    if size > capacity:
+        return 0
+    m = _live_chunks(st, state, lo, hi, b, ids)
+    cand_lo = np.empty(k, np.int64)
+    cand_hi = np.empty(k, np.int64)
+    n = 0
+    cursor = 0
+    for i in range(m + 1):
+        if i < m:
+            c = ids[i]
+            glo, ghi = cursor, state.ch_off[c]
+            top = state.ch_off[c] + st.size[state.ch_buf[c]]
+        else:
+            glo, ghi = cursor, capacity
+            top = cursor
+        if ghi > glo:
+            low = (glo + align - 1) // align * align
+            if low + size <= ghi:
+                n = _insert_candidate(k, n, low, glo, ghi, cand_off, cand_lo, cand_hi)
+                high = (ghi - size) // align * align
+                if high != low:
+                    n = _insert_candidate(k, n, high, glo, ghi, cand_off, cand_lo, cand_hi)
+        if top > cursor:
+            cursor = top
+    return n
+
+
+@njit(cache=True)
+def _first_blocked(st, state, b, off, lo, hi):
+    """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
+    (``hi + 1`` if none)."""
+    size = st.size[b]
+    first = hi + 1
+    for i in range(state.counters[N_CHUNKS]):
+        c = state.active[i]
+        if state.ch_buf[c] == b or state.ch_hi[c] < lo or state.ch_lo[c] > hi:
+            continue
+        if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
+            t = state.ch_lo[c] if state.ch_lo[c] > lo else lo
+            if t < first:
+                first = t
+    return first
+
+
+# ------------------------------------------------------------------------------ the rules
+@njit(cache=True)
+def _slow_copy_from(st, state, s):
+    """The first op after which a prefetch for segment ``s`` may be issued (a slow copy exists
+    by then), assuming the decisions before ``s`` in its buffer."""
+    b = st.seg_buf[s]
+    first = st.seg_ptr[b]
+    if st.def_op[b] < 0:
+        return st.start[b] - 1
+    if state.seg_kind[first] != FAST:
+        return st.def_op[b]
+    # produced fast: is the initial run of FAST segments still going on up to s - 1?
+    j = first
+    while j < s and state.seg_kind[j] == FAST:
+        j += 1
+    if j == s:
+        return st.seg_use[s - 1] + 1  # earliest possible eviction end: right after the last fast use
+    return state.ev_done[b]
+
+
+@njit(cache=True)
+def prefetch_window(st, state, s):
+    """``(lo, hi)``: the prefetch issue ops allowed for segment ``s`` (empty when lo > hi)."""
+    lo = st.seg_prev[s]
+    avail = _slow_copy_from(st, state, s)
+    if avail > lo:
+        lo = avail
+    return lo, st.seg_use[s] - 1
+
+
+@njit(cache=True)
+def prefetch_starts(st, state, s, out):
+    """The picker's prefetch issue ops for segment ``s`` into ``out[J]``, distinct, in the order
+    preferred, latest, earliest, midpoint; return how many (0 if no prefetch is possible).
+
+    For use ``u`` and copy time ``c = size / slow_bw``, with ``I(p)`` the all-slow time of the ops
+    strictly between ``p`` and ``u``: latest = the largest ``p`` with ``I(p) >= min_ratio * c``;
+    preferred = the largest with ``I(p) >= preferred_ratio * c``; earliest = the smallest with
+    ``I(p) <= max_ratio * capacity / slow_bw``; each clamped to the allowed window.
+    """
+    lo, hi = prefetch_window(st, state, s)
+    if lo > hi:
+        return 0
+    u = st.seg_use[s]
+    b = st.seg_buf[s]
+    copy = st.size[b] / st.params[SLOW_BW]
+    cap_time = st.iparams[CAPACITY] / st.params[SLOW_BW]
+    latest = lo
+    preferred = lo
+    for p in range(hi, lo - 1, -1):
+        if interval_time(st, p, u) >= st.params[MIN_RATIO] * copy:
+            latest = p
+            break
+    for p in range(hi, lo - 1, -1):
+        if interval_time(st, p, u) >= st.params[PREF_RATIO] * copy:
+            preferred = p
+            break
+    earliest = hi
+    for p in range(lo, hi + 1):
+        if interval_time(st, p, u) <= st.params[MAX_RATIO] * cap_time:
+            earliest = p
+            break
+    mid = (earliest + latest) // 2
+    picks = (preferred, latest, earliest, mid)
+    n = 0
+    j_max = st.iparams[N_STARTS]
+    for i in range(4):
+        if n >= j_max:
+            break
+        p = picks[i]
+        dup = False
+        for q in range(n):
+            if out[q] == p:
+                dup = True
+        if not dup:
+            out[n] = p
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def keep_legal(st, state, s):
+    """Whether segment ``s`` (not a buffer's first) can keep the value at its previous offset."""
+    b = st.seg_buf[s]
+    if s == st.seg_ptr[b]:
+        return False
+    prev_kind = state.seg_kind[s - 1]
+    if prev_kind != FAST and prev_kind != PREFETCH_SEG:
+        return False
+    lo = st.seg_prev[s] + 1
+    hi = st.seg_use[s]
+    return _first_blocked(st, state, b, state.seg_off[s - 1], lo, hi) > hi
+
+
+@njit(cache=True)
+def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
+    """Everything legal for segment ``s``.
+
+    Writes the FAST offsets into ``fast_off[K]`` (first segment of a defined buffer: candidates
+    over ``[d, use]``; a later one: the one offset that keeps the value, if it can), the prefetch
+    issue ops into ``starts[J]`` and, for each, its candidate offsets over ``[p + 1, use]`` into
+    ``pf_off[J, K]`` (counts in ``pf_count[J]``). Returns ``(n_fast, n_starts)``. SLOW is always
+    legal.
+    """
+    b = st.seg_buf[s]
+    k = st.iparams[N_CAND]
+    n_fast = 0
+    if s == st.seg_ptr[b]:
+        if st.def_op[b] >= 0:
+            n_fast = window_candidates(st, state, b, st.def_op[b], st.seg_use[s], k, ids, fast_off)
+    elif keep_legal(st, state, s):
+        fast_off[0] = state.seg_off[s - 1]
+        n_fast = 1
+    n_starts = 0
+    if st.size[b] <= st.iparams[CAPACITY]:
+        n_starts = prefetch_starts(st, state, s, starts)
+    for j in range(n_starts):
+        pf_count[j] = window_candidates(st, state, b, starts[j] + 1, st.seg_use[s], k, ids, pf_off[j])
+    return n_fast, n_starts
+
+
+@njit(cache=True)
+def check_allocation(st, state, s, kind, off, pstart):
+    """0 if ``(kind, off, pstart)`` is a physically legal allocation of segment ``s`` now, else an
+    error code: 1 unknown kind, 2 FAST not allowed here, 3 chunk not free, 4 bad offset (outside
+    fast memory or misaligned), 5 prefetch start outside the allowed window, 6 FAST on a later
+    segment at another offset than the previous one."""
+    b = st.seg_buf[s]
+    size = st.size[b]
+    if kind == SLOW:
+        return 0
+    if kind != FAST and kind != PREFETCH_SEG:
+        return 1
+    first = s == st.seg_ptr[b]
+    if kind == FAST and not first:
+        if state.seg_kind[s - 1] != FAST and state.seg_kind[s - 1] != PREFETCH_SEG:
+            return 2
+        if off != state.seg_off[s - 1]:
+            return 6
+        return 0 if keep_legal(st, state, s) else 3
+    if kind == FAST and st.def_op[b] < 0:
+        return 2
+    if off < 0 or off > st.iparams[CAPACITY] - size or off % st.iparams[ALIGNMENT] != 0:
+        return 4
+    if kind == FAST:
+        lo = st.def_op[b]
+    else:
+        wlo, whi = prefetch_window(st, state, s)
+        if pstart < wlo or pstart > whi:
+            return 5
+        lo = pstart + 1
+    hi = st.seg_use[s]
+    return 0 if _first_blocked(st, state, b, off, lo, hi) > hi else 3
+
+
+@njit(cache=True)
+def _price(st, state, b, seg, to_fast):
+    """Move the accesses priced by ``seg`` (a segment id, or DEF_GROUP) of buffer ``b``."""
+    for a in range(st.access_ptr[b], st.access_ptr[b + 1]):
+        if st.acc_seg[a] != seg:
+            continue
+        t = st.access_op[a]
+        n = st.access_bytes[a]
+        if to_fast:
+            state.slow_bytes[t] -= n
+            state.fast_bytes[t] += n
+        else:
+            state.slow_bytes[t] += n
+            state.fast_bytes[t] -= n
+
+
+@njit(cache=True)
+def _drop_eviction(st, state, b):
+    if state.ev_done[b] >= 0:
+        c = state.ev_chunk[b]
+        state.ch_hi[c] = state.ev_base[b]
+        state.ev_done[b] = -1
+        state.ev_chunk[b] = -1
+
+
+@njit(cache=True)
+def _place_eviction(st, state, b, needed):
+    """Evict buffer ``b`` (produced fast, initial run ending at chunk ``c``) so that its slow copy
+    exists before op ``needed``."""
+    first = st.seg_ptr[b]
+    c = state.seg_chunk[first]
+    last_use = state.ch_hi[c]
+    d = st.def_op[b]
+    copy = st.size[b] / st.params[SLOW_BW]
+    e = needed
+    for t in range(d + 1, needed + 1):  # PreferredEvictionEndTime
+        if interval_time(st, d, t) >= st.params[PREF_RATIO] * copy:
+            e = t
+            break
+    if e < last_use + 1:
+        e = last_use + 1
+    if e > needed:
+        e = needed
+    if e - 1 > last_use:  # hold the chunk up to e - 1: move e earlier until that is free
+        blocked = _first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1)
+        if blocked < e:
+            e = blocked
+    state.ev_done[b] = e
+    state.ev_base[b] = last_use
+    state.ev_chunk[b] = c
+    if e - 1 > last_use:
+        state.ch_hi[c] = e - 1
+
+
+@njit(cache=True)
+def _update_eviction(st, state, b):
+    """(Re)place ``b``'s eviction after a decision on one of its segments."""
+    if state.ev_final[b] == 1 or st.def_op[b] < 0:
+        return
+    first = st.seg_ptr[b]
+    last = st.seg_ptr[b + 1]
+    if state.seg_kind[first] != FAST:
+        return
+    _drop_eviction(st, state, b)
+    j = first
+    while j < last and state.seg_kind[j] == FAST:
+        j += 1
+    if j < last:
+        if state.seg_kind[j] == SLOW or state.seg_kind[j] == UNDECIDED:
+            needed = st.seg_use[j]
+        else:  # PREFETCH: the slow copy must exist when it is issued
+            needed = state.seg_pstart[j]
+        _place_eviction(st, state, b, needed)
+        if state.seg_kind[j] != UNDECIDED:
+            state.ev_final[b] = 1
+    elif st.is_output[b] == 1:
+        _place_eviction(st, state, b, st.compute_time.shape[0])
+        if state.seg_kind[last - 1] != UNDECIDED:
+            state.ev_final[b] = 1
+
+
+@njit(cache=True)
+def apply(st, state, s, kind, off, pstart):
+    """Allocate segment ``s`` (legal: :func:`check_allocation` returned 0) and return the change
+    of program time (seconds; negative = faster). Does not move the decision position."""
+    before = state.totals[TIME]
+    b = st.seg_buf[s]
+    state.seg_kind[s] = kind
+    if kind == FAST and s != st.seg_ptr[b]:
+        c = state.seg_chunk[s - 1]
+        state.seg_chunk[s] = c
+        state.seg_off[s] = state.seg_off[s - 1]
+        if state.ev_chunk[b] == c:  # the tentative eviction extended it: drop that first
+            _drop_eviction(st, state, b)
+        state.ch_hi[c] = st.seg_use[s]
+    elif kind == FAST or kind == PREFETCH_SEG:
+        c = s
+        state.seg_chunk[s] = c
+        state.seg_off[s] = off
+        state.ch_lo[c] = st.def_op[b] if kind == FAST else pstart + 1
+        state.ch_hi[c] = st.seg_use[s]
+        state.ch_off[c] = off
+        state.ch_buf[c] = b
+        state.active[state.counters[N_CHUNKS]] = c
+        state.counters[N_CHUNKS] += 1
+        if kind == PREFETCH_SEG:
+            state.seg_pstart[s] = pstart
+    if kind == FAST or kind == PREFETCH_SEG:
+        _price(st, state, b, s, True)
+        if kind == FAST and s == st.seg_ptr[b]:
+            _price(st, state, b, DEF_GROUP, True)
+    _update_eviction(st, state, b)
+    return current_time(st, state) - before
+
+
+@njit(cache=True)
+def only_slow_legal(st, state, s, ids, scratch_off, scratch_starts):
+    """Whether SLOW is the one legal allocation of segment ``s`` (a forced step)."""
+    b = st.seg_buf[s]
+    if st.size[b] > st.iparams[CAPACITY]:
+        return True
+    if s == st.seg_ptr[b]:
+        if st.def_op[b] >= 0 and window_candidates(st, state, b, st.def_op[b], st.seg_use[s], 1, ids,
+                                                   scratch_off) > 0:
+            return False
+    elif keep_legal(st, state, s):
+        return False
+    n = prefetch_starts(st, state, s, scratch_starts)
+    for j in range(n):
+        if window_candidates(st, state, b, scratch_starts[j] + 1, st.seg_use[s], 1, ids, scratch_off) > 0:
+            return False
+    return True
