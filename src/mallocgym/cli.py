@@ -203,8 +203,11 @@ def _add_solve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
     p.add_argument("--seed", type=seed_type, default=0, help=f"seed for stochastic agents, 0..{MAX_SEED} "
                                                             "(default: %(default)s)")
-    p.add_argument("--png", help="draw the mapping to this PNG file")
-    p.add_argument("--json", action="store_true", help="print one JSON object (with offsets)")
+    p.add_argument("--env", choices=["v0", "v1"], default="v0",
+                   help="game version: v0 (whole-live-range placement) or v1 (per-use decisions with prefetch "
+                        "and eviction, MSA's runtime cost model) (default: %(default)s)")
+    p.add_argument("--png", help="draw the mapping to this PNG file (v0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (with offsets; on v1 the v1 mapping)")
     p.add_argument("--minimalloc-out", metavar="FILE",
                    help="write the mapping as a MiniMalloc solution CSV (id,lower,upper,size,offset; "
                         "-1 = not placed); only for a MiniMalloc .csv workload")
@@ -216,8 +219,10 @@ def _run_solve(args) -> int:
     minimalloc_out = getattr(args, "minimalloc_out", None)
     if minimalloc_out and Path(args.name).suffix.lower() != ".csv":
         raise UsageError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
+    if args.env == "v1" and (minimalloc_out or args.png):
+        raise UsageError("--png and --minimalloc-out draw or write v0 mappings; with --env v1 use --json")
     s = _scenario(args.name, args.capacity, args.hardware)
-    result = solve(s, args.agent, seed=args.seed)
+    result = solve(s, args.agent, seed=args.seed, env=args.env)
     if minimalloc_out:
         from .workloads.minimalloc import write_minimalloc
 
@@ -232,7 +237,8 @@ def _run_solve(args) -> int:
         print(f"{result.scenario}  agent {result.agent}  hardware {result.hardware}, fast memory "
               f"{result.fast_capacity} B: speedup {result.speedup:.4f}, placed bytes "
               f"{result.placed_bytes_fraction:.1%}, time {result.time:.6g}s (all slow {result.time_all_slow:.6g}s), "
-              f"wall {result.wall_s:.2f}s" + (f", gap {result.gap:.2%}" if result.gap is not None else ""))
+              f"wall {result.wall_s:.2f}s" + (f", gap {result.gap:.2%}" if result.gap is not None else "")
+              + (f", stall {result.stall_time:.6g}s, copied {result.copy_bytes:.0f} B" if result.env == "v1" else ""))
         if args.png:
             print(f"wrote {args.png}")
         if minimalloc_out:
@@ -269,6 +275,9 @@ def _add_selection(p: argparse.ArgumentParser, default_split: str | None) -> Non
     p.add_argument("--scenario", action="append", metavar="NAME",
                    help="only this scenario (repeatable); see below for --suite/--split with it")
     p.add_argument("--seed", type=seed_type, help=f"seed for stochastic agents, 0..{MAX_SEED} (default: 0)")
+    p.add_argument("--env", choices=["v0", "v1"], default="v0",
+                   help="game version: v0 (whole-live-range placement) or v1 (per-use decisions with prefetch "
+                        "and eviction, MSA's runtime cost model) (default: %(default)s)")
 
 
 def _add_bench(p: argparse.ArgumentParser) -> None:
@@ -333,6 +342,8 @@ def _run_bench(args) -> int:
         given = [flag for flag, value in (("--suite", args.suite), ("--split", args.split),
                                            ("--scenario", args.scenario), ("--agents", args.agents),
                                            ("--seed", args.seed)) if value is not None]
+        if args.env != "v0":
+            given.append("--env")
         if given:
             raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
         _check_out_dir(args.out)
@@ -353,7 +364,7 @@ def _run_bench(args) -> int:
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
     _check_out_dir(args.out)
-    results = bench(_select(args), agents, seed=args.seed or 0)
+    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env)
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])
     else:
@@ -376,11 +387,43 @@ def _run_eval(args) -> int:
 
     if not args.agent.strip():
         raise UsageError("--agent is empty")
-    results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0)
+    results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0, env=args.env)
     if args.json:
         _print_json([r.to_dict() for r in results])
     else:
         print(to_markdown(results))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- evaluate
+def _add_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a bundled scenario name or a workload file (.json, .npz, .csv)")
+    p.add_argument("mapping", help="a MallocGame-v1 mapping JSON file (as `solve --env v1 --json` prints under "
+                                   "'mapping', or that whole object)")
+    p.add_argument("--capacity", type=byte_count, help="fast-memory bytes (default: the scenario's)")
+    p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
+    p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+
+
+def _run_evaluate(args) -> int:
+    from .evaluate_v1 import evaluate_v1, load_mapping
+
+    s = _scenario(args.name, args.capacity, args.hardware)
+    doc = load_mapping(args.mapping)
+    if isinstance(doc, dict) and "mapping" in doc and "format" not in doc:
+        doc = doc["mapping"]  # the whole `solve --env v1 --json` object
+    try:
+        ev = evaluate_v1(s.workload, doc, s.hardware)
+    except ValueError as exc:
+        raise UsageError(f"{args.mapping}: {exc}") from None
+    if args.json:
+        _print_json({"scenario": s.name, "hardware": s.hardware.name, "fast_capacity": s.hardware.fast_capacity,
+                     **ev.to_dict()})
+    else:
+        print(f"{s.name}  hardware {s.hardware.name}, fast memory {s.hardware.fast_capacity} B: valid v1 mapping, "
+              f"speedup {ev.speedup:.4f}, time {ev.time:.6g}s (all slow {ev.time_all_slow:.6g}s), stall "
+              f"{ev.stall_time:.6g}s, {ev.prefetches} prefetches, {ev.evictions} evictions, copied "
+              f"{ev.copy_bytes:.0f} B")
     return 0
 
 
@@ -421,6 +464,7 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "solve": ("map one scenario with one agent", _add_solve, _run_solve),
     "bench": ("run agents over a suite (or --speed)", _add_bench, _run_bench),
     "eval": ("evaluate one agent on a suite's split", _add_eval, _run_eval),
+    "evaluate": ("check and price a MallocGame-v1 mapping file", _add_evaluate, _run_evaluate),
     "train": ("train an agent (sb3 or muzero) under a wall-clock budget", _add_train, _run_train),
 }
 

@@ -44,10 +44,14 @@ class Result:
     info: dict = field(default_factory=dict, repr=False)
     hardware: str | None = None
     fast_capacity: int | None = None
+    env: str = "v0"
+    mapping: dict | None = field(default=None, repr=False)  # MallocGame-v1: the v1 mapping (offsets empty)
+    stall_time: float | None = None  # v1 only
+    copy_bytes: float | None = None  # v1 only
 
     def to_dict(self, with_offsets: bool = True) -> dict:
         out = {
-            "scenario": self.scenario, "agent": self.agent, "hardware": self.hardware,
+            "scenario": self.scenario, "agent": self.agent, "env": self.env, "hardware": self.hardware,
             "fast_capacity": self.fast_capacity, "speedup": self.speedup,
             "placed_bytes_fraction": self.placed_bytes_fraction, "time": self.time,
             "time_all_slow": self.time_all_slow, "wall_s": self.wall_s,
@@ -55,17 +59,39 @@ class Result:
         }
         if self.info:
             out["info"] = self.info
+        if self.env == "v1":
+            out["stall_time"], out["copy_bytes"] = self.stall_time, self.copy_bytes
         if with_offsets:
-            out["offsets"] = self.offsets
+            if self.env == "v1":
+                out["mapping"] = self.mapping
+            else:
+                out["offsets"] = self.offsets
         return out
 
 
-def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
-    """Run ``agent`` on ``scenario``, time it, and check its mapping with ``evaluate()``."""
+ENVS = ("v0", "v1")
+
+
+def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0, env: str = "v0") -> Result:
+    """Run ``agent`` on ``scenario`` in game ``env`` (``"v0"`` or ``"v1"``), time it, and check
+    its mapping with ``evaluate()`` (v0) or ``evaluate_v1()`` (v1)."""
+    if env not in ENVS:
+        raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
     agent = make_agent(agent) if isinstance(agent, str) else agent
+    if env == "v1" and not hasattr(agent, "solve_v1"):
+        raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
+                         "rollout, beam or mcts")
     begin = time.perf_counter()
-    solution = agent.solve(scenario, seed=seed)
+    solution = agent.solve_v1(scenario, seed=seed) if env == "v1" else agent.solve(scenario, seed=seed)
     wall = time.perf_counter() - begin
+    capacity = None if scenario.hardware.fast_capacity is None else int(scenario.hardware.fast_capacity)
+    if env == "v1":
+        from .evaluate_v1 import evaluate_v1
+
+        ev = evaluate_v1(scenario.workload, solution.mapping, scenario.hardware)
+        return Result(scenario.name, agent.name, ev.speedup, ev.placed_bytes_fraction, ev.time, ev.time_all_slow,
+                      wall, [], None, None, dict(solution.info), scenario.hardware.name, capacity, "v1",
+                      solution.mapping, ev.stall_time, ev.copy_bytes)
     if not isinstance(solution, Solution):
         solution = Solution(np.asarray(solution))
     ev = evaluate(scenario.workload, solution.offsets, scenario.hardware)
@@ -73,8 +99,7 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0) -> Result:
     gap = None if bound is None or bound <= 0 else max(ev.time / bound - 1.0, 0.0)
     return Result(scenario.name, agent.name, ev.speedup, ev.placed_bytes_fraction, ev.time,
                   ev.time_all_slow, wall, [int(x) for x in solution.offsets], bound, gap,
-                  dict(solution.info), scenario.hardware.name,
-                  None if scenario.hardware.fast_capacity is None else int(scenario.hardware.fast_capacity))
+                  dict(solution.info), scenario.hardware.name, capacity)
 
 
 def _warm_up() -> None:
@@ -106,8 +131,9 @@ def _distinct_names(specs: Sequence[Agent | str], agents: list[Agent]) -> list[A
 
 
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
-          progress: bool = True) -> list[Result]:
-    """Every agent on every scenario, with a progress bar on stderr.
+          progress: bool = True, env: str = "v0") -> list[Result]:
+    """Every agent on every scenario of game ``env`` (``"v0"`` or ``"v1"``), with a progress
+    bar on stderr.
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
     clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
@@ -122,13 +148,20 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
     if twice:
         raise ValueError(f"scenario {', '.join(map(repr, twice))} is given twice: results are keyed by scenario "
                          f"name, so give each scenario once")
+    if env not in ENVS:
+        raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
+    if env == "v1":
+        for agent in agents:
+            if not hasattr(agent, "solve_v1"):
+                raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, "
+                                 "greedy, rollout, beam or mcts")
     _warm_up()
     results = []
     with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
         for scenario in scenarios:
             for agent in agents:
-                results.append(solve(scenario, agent, seed=seed))
+                results.append(solve(scenario, agent, seed=seed, env=env))
                 bar.update(f"{scenario.name} {agent.name}")
     return results
 
@@ -170,7 +203,7 @@ def to_markdown(results: Sequence[Result]) -> str:
 
 
 CSV_COLUMNS = ("scenario", "agent", "speedup", "placed_bytes_fraction", "time", "time_all_slow",
-               "wall_s", "time_lower_bound", "gap", "hardware", "fast_capacity")
+               "wall_s", "time_lower_bound", "gap", "hardware", "fast_capacity", "env", "stall_time", "copy_bytes")
 
 
 def to_csv(results: Sequence[Result]) -> str:
@@ -179,7 +212,7 @@ def to_csv(results: Sequence[Result]) -> str:
     writer.writerow(CSV_COLUMNS)
     for r in results:
         d = r.to_dict(with_offsets=False)
-        writer.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+        writer.writerow(["" if d.get(c) is None else d[c] for c in CSV_COLUMNS])
     return buffer.getvalue()
 
 

@@ -24,11 +24,13 @@ class Solution:
       offsets: ``int64[N]``, -1 = slow memory.
       time_lower_bound: seconds no mapping can beat (exact solvers), or None.
       info: anything else worth reporting (iterations, nodes, ...).
+      mapping: on MallocGame-v1, the v1 mapping (:func:`mallocgym.evaluate_v1` form).
     """
 
-    offsets: np.ndarray
+    offsets: np.ndarray | None
     time_lower_bound: float | None = None
     info: dict = field(default_factory=dict)
+    mapping: dict | None = None  # a MallocGame-v1 mapping (agents solving v1; offsets is None then)
 
 
 class Agent(Protocol):
@@ -44,16 +46,26 @@ class HeuristicAgent:
     """Wraps a heuristic ``(scenario, seed) -> offsets``."""
 
     name: str
-    fn: Callable[[Scenario, int], np.ndarray]
+    fn: Callable[[Scenario, int], np.ndarray] | None  # None: a MallocGame-v1 policy only
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        if self.fn is None:
+            raise ValueError(f"agent {self.name!r} plays MallocGame-v1 only (use --env v1)")
         return Solution(np.asarray(self.fn(scenario, seed), dtype=np.int64))
+
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        from ..heuristics_v1 import V1_POLICIES, play_v1
+
+        if self.name not in V1_POLICIES:
+            raise ValueError(f"agent {self.name!r} plays MallocGame-v0 only; on v1 use one of "
+                             f"{', '.join(V1_POLICIES)}, rollout, beam or mcts")
+        return Solution(None, mapping=play_v1(scenario, self.name, seed))
 
 
 def heuristic_factory(kind: str, arg: str | None) -> HeuristicAgent:
     if arg is not None:
         raise ValueError(f"agent {kind!r} takes no argument, got {kind}:{arg}")
-    return HeuristicAgent(kind, heuristics.HEURISTICS[kind])
+    return HeuristicAgent(kind, heuristics.HEURISTICS.get(kind))
 
 
 def _convert(text: str, annotation, where: str):

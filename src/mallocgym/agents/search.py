@@ -371,6 +371,17 @@ class RolloutAgent:
         return Solution(incumbent.offsets.copy(), info={"completions": int(counter[0])})
 
 
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        from .search_v1 import rollout_v1
+
+        cfg = self.config
+        if cfg.levels != 1:
+            raise ValueError("rollout on MallocGame-v1 has levels=1 only")
+        return rollout_v1(scenario, n_candidates=cfg.n_candidates, max_completions=cfg.max_completions,
+                          time_limit=cfg.time_limit)
+
+
 def _action_order(st, state, count) -> list[int]:
     """Legal actions, XLA-like's own first, then the candidates in order, then skip."""
     base = int(_base_action(st, state, count))
@@ -421,67 +432,95 @@ class BeamAgent:
 
 
 # ---------------------------------------------------------------------------------- MCTS
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        from .search_v1 import beam_v1
+
+        cfg = self.config
+        return beam_v1(scenario, width=cfg.width, n_candidates=cfg.n_candidates,
+                       max_completions=cfg.max_completions, time_limit=cfg.time_limit)
+
+
 class _Node:
-    """A position: its simulator state, its own XLA-like completion value (``-time``), its
-    legal actions (candidate offsets, then -1 = skip) and children, and UCT statistics."""
+    """A position: its state, its own completion value (``-time``), its legal actions and
+    children (created lazily), and UCT statistics. ``base`` is the completion policy's own
+    action (its child has the parent's completion value)."""
 
-    __slots__ = ("state", "value", "offsets", "base", "children", "visits", "total", "best")
+    __slots__ = ("state", "value", "actions", "base", "children", "visits", "total", "best")
 
-    def __init__(self, state: sim.State, value: float):
+    def __init__(self, state, value: float):
         self.state = state
         self.value = value
-        self.offsets: np.ndarray | None = None  # None until expanded
-        self.base = -1  # index of XLA-like's action in offsets
+        self.actions: list | None = None  # None until expanded
+        self.base = -1
         self.children: list[_Node | None] = []
         self.visits = 1
         self.total = value
         self.best = value
 
 
-class _UCT:
-    """One MCTS run on one scenario (the agent itself keeps no search state)."""
+class _V0Game:
+    """MallocGame-v0 for :class:`_UCT`: actions are candidate offsets then -1 (skip), leaves
+    are scored by XLA-like completions, and the best complete mapping is kept."""
 
-    def __init__(self, st: sim.Static, root: sim.State, cfg: MCTSConfig):
-        self.st, self.cfg, self.k = st, cfg, cfg.n_candidates
-        self.n = st.size.shape[0]
-        self.scratch, self.work = _Scratch(st, self.k), sim.copy_state(root)
+    def __init__(self, st: sim.Static, root: sim.State, k: int):
+        self.st, self.k, self.n = st, k, st.size.shape[0]
+        self.scratch, self.work = _Scratch(st, k), sim.copy_state(root)
         self.incumbent = _Incumbent(st, root)
-        value = -float(self.incumbent.time[0])
+        self.root_value = -float(self.incumbent.time[0])
+
+    def done(self, state) -> bool:
+        return int(state.counters[STEP]) >= self.n
+
+    def legal(self, state) -> tuple[list, int]:
+        count = self.scratch.candidates(self.st, state, self.k)
+        return list(np.append(self.scratch.cand_off[:count], -1)), int(_base_action(self.st, state, count))
+
+    def play(self, state, action):
+        state = sim.copy_state(state)
+        decide(self.st, state, int(action))
+        return state
+
+    def complete(self, state) -> float:
+        inc = self.incumbent
+        t = float(complete(self.st, state, self.work))
+        inc.completions += 1
+        if t < inc.time[0]:
+            inc.time[0] = t
+            inc.offsets[:] = self.work.offsets
+        return t
+
+
+class _UCT:
+    """One MCTS run on one scenario (the agent itself keeps no search state). ``game`` gives
+    the rules: ``done``, ``legal``, ``play``, ``complete`` (see :class:`_V0Game`)."""
+
+    def __init__(self, game, root, cfg: MCTSConfig):
+        self.game, self.cfg = game, cfg
+        value = game.root_value
         self.lo = self.hi = value  # min-max of values seen
         self.root = _Node(root, value)
 
     def expand(self, node: _Node) -> None:
         """Fill in ``node``'s legal actions (children are created lazily)."""
-        if node.offsets is not None:
+        if node.actions is not None:
             return
-        if int(node.state.counters[STEP]) >= self.n:
-            node.offsets = np.empty(0, np.int64)
+        if self.game.done(node.state):
+            node.actions = []
         else:
-            count = self.scratch.candidates(self.st, node.state, self.k)
-            node.offsets = np.append(self.scratch.cand_off[:count], -1)
-            node.base = int(_base_action(self.st, node.state, count))
-        node.children = [None] * len(node.offsets)
+            node.actions, node.base = self.game.legal(node.state)
+        node.children = [None] * len(node.actions)
 
     def child(self, node: _Node, i: int) -> _Node:
-        """Create child ``i``: play the action, score it by its XLA-like completion (XLA-like's
-        own action keeps the parent's completion, which is the same)."""
-        state = sim.copy_state(node.state)
-        decide(self.st, state, int(node.offsets[i]))
-        if i == node.base:
-            value = node.value
-        else:
-            inc = self.incumbent
-            t = float(complete(self.st, state, self.work))
-            inc.completions += 1
-            if t < inc.time[0]:
-                inc.time[0] = t
-                inc.offsets[:] = self.work.offsets
-            value = -t
+        """Create child ``i``: play the action, score it by its completion (the completion
+        policy's own action keeps the parent's completion, which is the same)."""
+        state = self.game.play(node.state, node.actions[i])
+        value = node.value if i == node.base else -self.game.complete(state)
         node.children[i] = c = _Node(state, value)
         return c
 
     def select(self, node: _Node) -> int:
-        """Unvisited actions first (best fit first), then UCB1 on min-max normalised values."""
+        """Unvisited actions first (in the game's order), then UCB1 on min-max normalised values."""
         for i, c in enumerate(node.children):
             if c is None:
                 return i
@@ -501,7 +540,7 @@ class _UCT:
         node = self.root
         while True:
             self.expand(node)
-            if len(node.offsets) == 0:  # terminal: its value is exact, count the visit again
+            if len(node.actions) == 0:  # terminal: its value is exact, count the visit again
                 value = node.value
                 break
             i = self.select(node)
@@ -527,6 +566,21 @@ class _UCT:
                 best_i, key = i, (c.best, c.visits, -i)
         self.root = root.children[best_i] or self.child(root, best_i)
 
+    def run(self, time_limit: float | None) -> int:
+        """Search and commit decision by decision to the end; return the simulations run."""
+        budget = _Budget(None, time_limit)
+        sims = 0
+        while not self.game.done(self.root.state):
+            self.expand(self.root)
+            if len(self.root.actions) > 1:
+                if budget.exhausted(0):
+                    break  # out of time: the best mapping found so far stands
+                for _ in range(self.cfg.simulations):
+                    self.simulate()
+                    sims += 1
+            self.commit()
+        return sims
+
 
 @dataclass
 class MCTSAgent:
@@ -538,20 +592,16 @@ class MCTSAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         st, state = _setup(scenario)
-        tree = _UCT(st, state, cfg)
-        budget = _Budget(None, cfg.time_limit)
-        sims = 0
-        while int(tree.root.state.counters[STEP]) < tree.n:
-            tree.expand(tree.root)
-            if len(tree.root.offsets) > 1:
-                if budget.exhausted(0):
-                    break  # out of time: the best mapping found so far stands
-                for _ in range(cfg.simulations):
-                    tree.simulate()
-                    sims += 1
-            tree.commit()
-        inc = tree.incumbent
+        game = _V0Game(st, state, cfg.n_candidates)
+        sims = _UCT(game, state, cfg).run(cfg.time_limit)
+        inc = game.incumbent
         return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions})
+
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        from .search_v1 import mcts_v1
+
+        return mcts_v1(scenario, self.config)
 
 
 # ---------------------------------------------------------------------------------- registry

@@ -1,0 +1,130 @@
+"""The search agents on MallocGame-v1: rollout, beam and MCTS over the v1 simulator.
+
+They branch on :mod:`mallocgym.sim.v1` states (array copies; the env's ``clone_state`` would
+also copy its observation) and score a position by finishing it with the greedy completion
+(:func:`mallocgym.heuristics_v1.complete_greedy`); every agent keeps the best complete mapping
+it has seen, starting with the greedy one, so none returns worse than greedy.
+
+Branching: at a decision the agents try ``SLOW``, ``FAST`` at the ``fast_branch`` best-fit
+offsets (2 by default; on a later segment the one keep) and ``PREFETCH`` at each of the
+picker's start times with its best-fit offset: at most ``1 + 2 + J`` moves instead of the
+env's ``1 + K + J * K`` actions. Forced positions are played as the env plays them. MCTS is
+the same UCT as on v0 (:class:`mallocgym.agents.search._UCT`).
+"""
+
+from __future__ import annotations
+
+from ..evaluate_v1 import mapping_from_state
+from ..heuristics_v1 import advance_forced, complete_greedy, greedy_move, new_game
+from ..scenarios import Scenario
+from ..sim import v1, v1_obs
+from .base import Solution
+from .search import MCTSConfig, _Budget, _UCT
+
+__all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
+
+
+class V1Game:
+    """MallocGame-v1 for the search agents: legal moves, playing one, greedy completions and
+    the best complete game seen (``best_state``, ``best_time``)."""
+
+    def __init__(self, scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, fast_branch: int = 2):
+        self.scenario = scenario
+        self.st, root, self.table, self.work = new_game(scenario, n_candidates=n_candidates, n_starts=n_starts)
+        self.k, self.fast_branch = n_candidates, fast_branch
+        advance_forced(self.st, root, self.table)
+        self.root = root
+        self.scratch = v1.copy_state(root)
+        self.best_state = v1.copy_state(root)
+        self.best_time = float("inf")
+        self.completions = 0
+        self.root_value = -self.complete(root)
+
+    def done(self, state) -> bool:
+        return int(state.counters[v1.POS]) >= self.st.seg_use.shape[0]
+
+    def legal(self, state) -> tuple[list, int]:
+        """The moves ``(kind, offset, prefetch start)`` at ``state`` and the index of greedy's."""
+        st, table, k = self.st, self.table, self.k
+        s = int(st.order[state.counters[v1.POS]])
+        v1_obs.options(st, state, s, table)
+        picks = [0] + [a for a in range(1, 1 + min(self.fast_branch, k)) if table.kind[a] >= 0]
+        picks += [a for a in range(1 + k, table.kind.shape[0], k) if table.kind[a] >= 0]
+        greedy = int(greedy_move(st, state, s, table, self.work))
+        moves = [(int(table.kind[a]), int(table.off[a]), int(table.pstart[a])) for a in picks]
+        return moves, picks.index(greedy) if greedy in picks else -1
+
+    def play(self, state, move):
+        """A new state: ``move`` played at ``state``'s segment, then the forced positions."""
+        st = self.st
+        out = v1.copy_state(state)
+        s = int(st.order[out.counters[v1.POS]])
+        v1.apply(st, out, s, move[0], move[1], move[2])
+        out.counters[v1.POS] += 1
+        out.counters[v1.CHOSEN] += 1
+        advance_forced(st, out, self.table)
+        return out
+
+    def complete(self, state) -> float:
+        """The greedy completion's program time from ``state`` (the best is kept)."""
+        v1.copy_into(state, self.scratch)
+        t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
+        self.completions += 1
+        if t < self.best_time:
+            self.best_time = t
+            v1.copy_into(self.scratch, self.best_state)
+        return t
+
+    def solution(self, **info) -> Solution:
+        mapping = mapping_from_state(self.scenario.workload, self.st, self.best_state)
+        return Solution(None, info={"completions": self.completions, **info}, mapping=mapping)
+
+
+def rollout_v1(scenario: Scenario, *, n_candidates: int, max_completions: int | None,
+               time_limit: float | None) -> Solution:
+    """One step of lookahead over the branching moves, greedy completions; ties to greedy's move."""
+    game = V1Game(scenario, n_candidates=n_candidates)
+    budget = _Budget(max_completions, time_limit)
+    state = game.root
+    while not game.done(state):
+        moves, base = game.legal(state)
+        if budget.exhausted(game.completions, len(moves)):
+            break
+        order = ([base] if base >= 0 else []) + [i for i in range(len(moves)) if i != base]
+        children = [game.play(state, moves[i]) for i in order]
+        times = [game.complete(c) for c in children]
+        state = children[min(range(len(times)), key=times.__getitem__)]
+    return game.solution()
+
+
+def beam_v1(scenario: Scenario, *, width: int, n_candidates: int, max_completions: int | None,
+            time_limit: float | None) -> Solution:
+    """Keep the ``width`` best positions (by greedy completion); expand each by every branching move."""
+    game = V1Game(scenario, n_candidates=n_candidates)
+    budget = _Budget(max_completions, time_limit)
+    beam = [(-game.root_value, 0, game.root)]
+    tie = 1
+    while any(not game.done(s) for _, _, s in beam):
+        scored = []
+        for t, _, state in beam:
+            if game.done(state):
+                scored.append((t, tie, state))
+                tie += 1
+                continue
+            moves, _ = game.legal(state)
+            if budget.exhausted(game.completions, len(moves)):
+                return game.solution()
+            for move in moves:
+                child = game.play(state, move)
+                scored.append((game.complete(child), tie, child))
+                tie += 1
+        scored.sort(key=lambda x: (x[0], x[1]))
+        beam = scored[:width]
+    return game.solution()
+
+
+def mcts_v1(scenario: Scenario, cfg: MCTSConfig) -> Solution:
+    """UCT (as on v0) with greedy completions."""
+    game = V1Game(scenario, n_candidates=cfg.n_candidates)
+    sims = _UCT(game, game.root, cfg).run(cfg.time_limit)
+    return game.solution(simulations=sims)

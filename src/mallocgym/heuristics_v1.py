@@ -1,0 +1,128 @@
+"""Policies for MallocGame-v1 on the simulator: all-slow, random and the greedy completion.
+
+**greedy** (the default completion of the v1 search agents until ``xla-msa`` replaces it): at
+each segment it tries at most three moves, ``SLOW``, ``FAST`` at the best-fit offset (produce
+and keep, or keep) and ``PREFETCH`` at the picker's preferred start and best-fit offset, and
+plays the one with the lowest program time (the rest of the game priced slow), ties to the
+first of ``SLOW``, ``FAST``, ``PREFETCH`` (so a tie keeps the value slow: no copy). It is v0's XLA-like choice (best fit) played per use, with the one-step exact cost deciding
+whether a copy pays.
+
+The game's forced positions (only ``SLOW`` legal) are played as the env plays them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .scenarios import Scenario
+from .sim import v1, v1_obs
+
+__all__ = ["V1_POLICIES", "complete_greedy", "greedy_move", "advance_forced", "play_v1", "new_game"]
+
+
+@njit(cache=True)
+def advance_forced(st, state, table):
+    """Play SLOW at every forced position from the current one; return the next segment with a
+    real choice (its table filled), or -1 at the end."""
+    n = st.seg_use.shape[0]
+    while state.counters[v1.POS] < n:
+        s = st.order[state.counters[v1.POS]]
+        if v1_obs.options(st, state, s, table) > 0:
+            return s
+        v1.apply(st, state, s, v1.SLOW, -1, -1)
+        state.counters[v1.POS] += 1
+        state.counters[v1.FORCED] += 1
+    return -1
+
+
+@njit(cache=True)
+def greedy_move(st, state, s, table, work):
+    """The greedy move at segment ``s`` (table filled): an action index of the table."""
+    k = table.fast_off.shape[0]
+    best_a = 0
+    v1.copy_into(state, work)
+    best_t = v1.apply(st, work, s, v1.SLOW, -1, -1)
+    for a in (1, 1 + k):
+        if a >= table.kind.shape[0] or table.kind[a] < 0:
+            continue
+        v1.copy_into(state, work)
+        t = v1.apply(st, work, s, table.kind[a], table.off[a], table.pstart[a])
+        if t < best_t:
+            best_t = t
+            best_a = a
+    return best_a
+
+
+@njit(cache=True)
+def play_action(st, state, s, table, a):
+    """Play table action ``a`` at segment ``s`` and the forced positions after it; return the
+    next segment with a choice (-1 at the end)."""
+    v1.apply(st, state, s, table.kind[a], table.off[a], table.pstart[a])
+    state.counters[v1.POS] += 1
+    state.counters[v1.CHOSEN] += 1
+    return advance_forced(st, state, table)
+
+
+@njit(cache=True)
+def complete_greedy(st, state, table, work):
+    """Play the rest of the game greedily (in place); return the final program time."""
+    s = advance_forced(st, state, table)
+    while s >= 0:
+        a = greedy_move(st, state, s, table, work)
+        s = play_action(st, state, s, table, a)
+    return state.totals[v1.TIME]
+
+
+@njit(cache=True)
+def complete_random(st, state, table, seed):
+    """Play the rest uniformly at random over the legal actions; return the final time."""
+    np.random.seed(seed)
+    s = advance_forced(st, state, table)
+    while s >= 0:
+        m = 0
+        for a in range(table.kind.shape[0]):
+            if table.kind[a] >= 0:
+                m += 1
+        pick = np.random.randint(m)
+        for a in range(table.kind.shape[0]):
+            if table.kind[a] >= 0:
+                if pick == 0:
+                    break
+                pick -= 1
+        s = play_action(st, state, s, table, a)
+    return state.totals[v1.TIME]
+
+
+@njit(cache=True)
+def complete_slow(st, state, table):
+    s = advance_forced(st, state, table)
+    while s >= 0:
+        s = play_action(st, state, s, table, 0)
+    return state.totals[v1.TIME]
+
+
+def new_game(scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, order: str = "boundedness"):
+    """``(static, state, table, work)`` of a fresh v1 game on ``scenario``."""
+    st = v1.compile_v1(scenario.workload, scenario.hardware, order, n_starts=n_starts, n_candidates=n_candidates)
+    state = v1.new_state(st)
+    return st, state, v1_obs.make_table(st.seg_use.shape[0], n_candidates, n_starts), v1.copy_state(state)
+
+
+def play_v1(scenario: Scenario, policy: str, seed: int = 0) -> dict:
+    """The v1 mapping a policy (``all-slow``, ``random``, ``greedy``) leaves on ``scenario``."""
+    from .evaluate_v1 import mapping_from_state
+
+    st, state, table, work = new_game(scenario)
+    if policy == "all-slow":
+        complete_slow(st, state, table)
+    elif policy == "random":
+        complete_random(st, state, table, np.int64(seed))
+    elif policy == "greedy":
+        complete_greedy(st, state, table, work)
+    else:
+        raise ValueError(f"unknown v1 policy {policy!r}; known: {', '.join(V1_POLICIES)}")
+    return mapping_from_state(scenario.workload, st, state)
+
+
+V1_POLICIES = ("all-slow", "random", "greedy")
