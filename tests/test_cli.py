@@ -212,11 +212,11 @@ def test_bench_out_is_not_created_when_an_agent_fails_mid_run(capsys, tmp_path, 
 
     real, calls = harness.solve, []
 
-    def failing(scenario, agent, *, seed=0):
+    def failing(scenario, agent, *, seed=0, env="v0"):
         calls.append(scenario.name)
         if len(calls) == 3:
             raise ValueError("agent blew up on the second scenario")
-        return real(scenario, agent, seed=seed)
+        return real(scenario, agent, seed=seed, env=env)
 
     monkeypatch.setattr(harness, "solve", failing)
     out = tmp_path / "res"
