@@ -18,6 +18,7 @@ import numpy as np
 
 from ._files import atomic_write
 from ._progress import Progress
+from .agents.base import plays_v1
 from .agents import Agent, Solution, make_agent
 from .evaluate import evaluate
 from .scenarios import Scenario
@@ -77,8 +78,11 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0, env: str = "
     its mapping with ``evaluate()`` (v0) or ``evaluate_v1()`` (v1)."""
     if env not in ENVS:
         raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
+    from . import _jit, sim
+
+    _jit.announce_compile((sim.run_greedy, sim.first_conflict))  # once per process, when not cached yet
     agent = make_agent(agent) if isinstance(agent, str) else agent
-    if env == "v1" and not hasattr(agent, "solve_v1"):
+    if env == "v1" and not plays_v1(agent):
         raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
                          "rollout, beam or mcts")
     begin = time.perf_counter()
@@ -153,7 +157,7 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
     if env == "v1":
         for agent in agents:
-            if not hasattr(agent, "solve_v1"):
+            if not plays_v1(agent):
                 raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, "
                                  "greedy, rollout, beam or mcts")
     _warm_up()

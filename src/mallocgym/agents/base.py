@@ -13,7 +13,12 @@ import numpy as np
 from .. import heuristics
 from ..scenarios import Scenario
 
-__all__ = ["Agent", "Solution", "HeuristicAgent", "heuristic_factory", "parse_config"]
+__all__ = ["Agent", "Solution", "HeuristicAgent", "heuristic_factory", "parse_config", "plays_v1"]
+
+
+def plays_v1(agent) -> bool:
+    """Whether ``agent`` can play MallocGame-v1 (has ``solve_v1`` and does not say otherwise)."""
+    return hasattr(agent, "solve_v1") and getattr(agent, "plays_v1", True)
 
 
 @dataclass
@@ -52,6 +57,12 @@ class HeuristicAgent:
         if self.fn is None:
             raise ValueError(f"agent {self.name!r} plays MallocGame-v1 only (use --env v1)")
         return Solution(np.asarray(self.fn(scenario, seed), dtype=np.int64))
+
+    @property
+    def plays_v1(self) -> bool:
+        from ..heuristics_v1 import V1_POLICIES
+
+        return self.name in V1_POLICIES
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         from ..heuristics_v1 import V1_POLICIES, play_v1

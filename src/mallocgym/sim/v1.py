@@ -154,12 +154,18 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
     buffers = v0.order if order != "boundedness" else v1_order(workload, hardware, v0)
     seg_order = np.concatenate([np.arange(seg_ptr[b], seg_ptr[b + 1], dtype=np.int64) for b in buffers]) \
         if seg_use.size else np.zeros(0, dtype=np.int64)
-    slow_time = np.zeros(workload.num_ops)
-    np.add.at(slow_time, workload.access_op, workload.access_bytes / hardware.slow_bw)
+    slow_bytes = np.zeros(workload.num_ops, np.int64)
+    np.add.at(slow_bytes, workload.access_op, workload.access_bytes)
+    slow_time = slow_bytes / hardware.slow_bw  # as current_time prices it
     all_slow = np.maximum(v0.compute_time, slow_time + hardware.op_overhead)
     cum = np.zeros(workload.num_ops + 1)
     cum[1:] = np.cumsum(all_slow)
-    params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, float(cum[-1]),
+    # the all-slow program time exactly as the runtime model sums it (so all-slow's speedup is 1.0)
+    none = np.zeros(0, np.int64)
+    slow_total = simulate(v0.compute_time, slow_time, np.zeros(workload.num_ops), hardware.op_overhead,
+                          hardware.slow_bw, none, none, np.zeros(0), none, np.zeros(workload.num_ops),
+                          np.zeros(workload.num_ops + 1))
+    params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, slow_total,
                        ratios[0], ratios[1], ratios[2], 0.0])
     iparams = np.array([hardware.fast_capacity, hardware.alignment, n_starts, n_candidates], dtype=np.int64)
     st = Static1(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,

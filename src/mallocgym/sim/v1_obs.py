@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .v1 import (ALIGNMENT, CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
+from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
                  TIME_ALL_SLOW, interval_time, segment_options)
 
 __all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "PROGRESS_FEATURES", "Table", "Obs",
@@ -210,7 +210,12 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
     for tb in range(int(max(prev, 0) / bin_ops), min(t_bins, int((u + 1) / bin_ops) + 1)):
         for ab in range(a_bins):
             obs.memory[1, ab, tb] = 1.0
-    # actions
+    # actions (copies in flight: once per prefetch start, not per action)
+    k = table.fast_off.shape[0]
+    flight = np.zeros(table.starts.shape[0])
+    for j in range(table.starts.shape[0]):
+        if table.kind[1 + k + j * k] >= 0:
+            flight[j] = _clip(_in_flight(st, state, table.starts[j]) / cap)
     for a in range(table.kind.shape[0]):
         kind = table.kind[a]
         if kind < 0:
@@ -226,4 +231,4 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
         if kind == PREFETCH_SEG:
             p = table.pstart[a]
             obs.actions[a, 4] = _clip(interval_time(st, p, u) / copy / 4.0) if copy > 0 else 1.0
-            obs.actions[a, 5] = _clip(_in_flight(st, state, p) / cap)
+            obs.actions[a, 5] = flight[(a - 1 - k) // k]

@@ -1,0 +1,130 @@
+"""Agents on MallocGame-v1 through the harness and the CLI: valid mappings, search never worse
+than its greedy completion, mappings the env can replay, clear errors for v0-only agents."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mallocgym.cli import main
+from mallocgym.env.v1 import MallocGameV1Env
+from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.harness import bench, solve
+
+from conftest import mlp_scenario
+
+SCENARIO = mlp_scenario(0, Fraction(1, 8))
+
+
+@pytest.fixture(scope="module")
+def results():
+    agents = ["all-slow", "random", "greedy", "rollout:max_completions=60", "beam:width=2,max_completions=60",
+              "mcts:simulations=4"]
+    return {r.agent: r for r in bench([SCENARIO], agents, env="v1", progress=False)}
+
+
+def test_v1_bench_runs_every_v1_agent_with_valid_mappings(results):
+    for r in results.values():
+        assert r.env == "v1" and r.offsets == [] and r.mapping["format"] == "mallocgym-v1-mapping"
+        ev = evaluate_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware)
+        assert ev.speedup == r.speedup and ev.stall_time == r.stall_time
+    assert results["all-slow"].speedup == 1.0 and results["all-slow"].copy_bytes == 0.0
+    assert results["all-slow"].mapping["evictions"] == []
+
+
+def test_search_agents_are_never_worse_than_their_greedy_completion(results):
+    greedy = results["greedy"].speedup
+    assert greedy > 1.0
+    for name in ("rollout:max_completions=60", "beam:width=2,max_completions=60", "mcts:simulations=4"):
+        assert results[name].speedup >= greedy - 1e-12, name
+
+
+def _replay(mapping, scenario):
+    """Play ``mapping`` through the env: at each real decision, the action whose meaning is the
+    mapping's allocation of that segment (SLOW where none is listed)."""
+    env = MallocGameV1Env(scenario, invalid_action="raise")
+    obs, info = env.reset(seed=0)
+    st = env.static
+    wanted = {}
+    for a in mapping["allocations"]:
+        s = int(st.seg_ptr[a["buffer"]]) + a["segment"]
+        wanted[s] = (a["kind"], a.get("offset", -1), a.get("prefetch_after", -1))
+    done = False
+    while not done:
+        want = wanted.get(env.current_segment, ("slow", -1, -1))
+        legal = np.flatnonzero(info["action_mask"])
+        actions = [a for a in legal if env.action_meaning(int(a)) == want]
+        assert actions, (env.current_segment, want, [env.action_meaning(int(a)) for a in legal])
+        obs, _, done, _, info = env.step(int(actions[0]))
+    return info
+
+
+@pytest.mark.parametrize("agent", ["greedy", "rollout:max_completions=60", "mcts:simulations=4"])
+def test_search_mappings_replay_through_the_env(results, agent):
+    r = results[agent]
+    info = _replay(r.mapping, SCENARIO)
+    assert info["time"] == r.time
+    assert info["mapping"] == r.mapping
+
+
+@pytest.mark.parametrize("agent", ["xla", "first-fit", "exact"])
+def test_v0_only_agents_are_a_clear_error_on_v1(agent):
+    with pytest.raises(ValueError, match=rf"agent '{agent}' plays MallocGame-v0 only; on v1 use"):
+        solve(SCENARIO, agent, env="v1")
+
+
+def test_greedy_is_a_v1_agent_only():
+    with pytest.raises(ValueError, match=r"agent 'greedy' plays MallocGame-v1 only"):
+        solve(SCENARIO, "greedy")
+
+
+def test_unknown_env_version_is_an_error():
+    with pytest.raises(ValueError, match=r"unknown game version 'v2'"):
+        solve(SCENARIO, "all-slow", env="v2")
+
+
+# ------------------------------------------------------------------------------ CLI
+def test_cli_solve_v1_json_then_evaluate_the_mapping(capsys, tmp_path):
+    assert main(["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "greedy", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["env"] == "v1" and "offsets" not in doc and doc["mapping"]["allocations"]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc["mapping"]))
+    assert main(["evaluate", "mlp-train-s0@1/8", str(path), "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["speedup"] == doc["speedup"] and ev["stall_time"] == doc["stall_time"]
+    # the whole solve object is accepted too
+    path.write_text(json.dumps(doc))
+    assert main(["evaluate", "mlp-train-s0@1/8", str(path)]) == 0
+    assert "valid v1 mapping" in capsys.readouterr().out
+
+
+def test_cli_evaluate_rejects_an_overlapping_mapping_in_one_line(capsys, tmp_path):
+    assert main(["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "greedy", "--json"]) == 0
+    mapping = json.loads(capsys.readouterr().out)["mapping"]
+    fast = [a for a in mapping["allocations"] if a["kind"] != "slow"]
+    assert len(fast) >= 2
+    # put every fast allocation at offset 0: two of them live at the same time must collide
+    for a in fast:
+        a["offset"] = 0
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(mapping))
+    code = main(["evaluate", "mlp-train-s0@1/8", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "overlaps" in err and "bad.json" in err
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["solve", "mlp-train-s0@1/8", "--env", "v1", "--png", "x.png"], "--png and --minimalloc-out draw or write v0"),
+    (["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "xla"], "plays MallocGame-v0 only"),
+    (["bench", "--speed", "--env", "v1"], "it takes no --env"),
+    (["bench", "--scenario", "mlp-train-s0@1/8", "--env", "v1", "--agents", "all-slow,best-fit"],
+     "agent 'best-fit' plays MallocGame-v0 only"),
+])
+def test_cli_v1_contradictions_are_one_error_line(capsys, argv, text):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and text in err, err
