@@ -190,23 +190,11 @@ class MallocGameV1Env(ScenarioEnv):
         self._done = False
         self._advance()
 
-    def _advance(self) -> float:
-        """Play forced positions (only SLOW legal); fill the table and observation of the next
-        real choice. Returns the time change of the forced moves."""
-        st, state = self._c.static, self._state
-        n_seg = st.seg_use.shape[0]
-        delta = 0.0
-        while state.counters[v1.POS] < n_seg:
-            s = int(st.order[state.counters[v1.POS]])
-            if v1_obs.options(st, state, s, self._table) > 0:
-                break
-            delta += v1.apply(st, state, s, v1.SLOW, -1, -1)
-            state.counters[v1.POS] += 1
-            state.counters[v1.FORCED] += 1
-        self._done = bool(state.counters[v1.POS] >= n_seg)
-        v1_obs.observe(st, state, -1 if self._done else self.current_segment, self._table, self._obs,
-                       self._c.peak_live, self._c.total_bytes)
-        return delta
+    def _advance(self) -> None:
+        """Play forced positions (only SLOW legal) and observe the next real choice."""
+        c = self._c
+        s = v1_obs.advance(c.static, self._state, self._table, self._obs, c.peak_live, c.total_bytes)
+        self._done = s < 0
 
     @property
     def workload(self) -> Workload:
@@ -275,10 +263,9 @@ class MallocGameV1Env(ScenarioEnv):
                 kind, off, pstart = v1.SLOW, -1, -1
             else:
                 kind, off, pstart = int(self._table.kind[a]), int(self._table.off[a]), int(self._table.pstart[a])
-            v1.apply(st, state, s, kind, off, pstart)
-            state.counters[v1.POS] += 1
-            state.counters[v1.CHOSEN] += 1
-            self._advance()
+            c = self._c
+            nxt = v1_obs.step(st, state, self._table, self._obs, s, kind, off, pstart, c.peak_live, c.total_bytes)
+            self._done = nxt < 0
         reward = (before - float(state.totals[v1.TIME])) / float(st.params[v1.TIME_ALL_SLOW])
         info = self._info(invalid)
         if self._done:

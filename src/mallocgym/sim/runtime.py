@@ -171,7 +171,9 @@ def _drain_until(fifo, head, tail, rem, bw, target0, target1):
     """Drain until queue ``k``'s copy at FIFO position ``target_k`` is complete (-1: none); return
     the seconds it took (the stall)."""
     spent = 0.0
-    while head[0] <= target0 or head[1] <= target1:
+    # A copy is always issued before it is due (start < done), so its queue is busy until it
+    # completes; the emptiness test only guards against looping forever on a broken invariant.
+    while (head[0] <= target0 or head[1] <= target1) and (head[0] < tail[0] or head[1] < tail[1]):
         spent += _step(fifo, head, tail, rem, bw, np.inf)
     return spent
 

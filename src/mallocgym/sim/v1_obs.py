@@ -12,11 +12,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from . import v1
 from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
                  TIME_ALL_SLOW, interval_time, segment_options)
 
 __all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "PROGRESS_FEATURES", "Table", "Obs",
-           "make_table", "make_obs", "options", "observe"]
+           "make_table", "make_obs", "options", "observe", "advance", "step"]
 
 BUFFER_FEATURES = (
     "size / fast-memory capacity (clipped at 1)",
@@ -232,3 +233,31 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
             p = table.pstart[a]
             obs.actions[a, 4] = _clip(interval_time(st, p, u) / copy / 4.0) if copy > 0 else 1.0
             obs.actions[a, 5] = flight[(a - 1 - k) // k]
+
+
+@njit(cache=True)
+def advance(st, state, table, obs, peak_live, total_bytes):
+    """Play the forced positions (only SLOW legal) from the current one, then fill the table and
+    the observation of the next real choice. Returns that segment, or -1 at the end."""
+    n = st.seg_use.shape[0]
+    s = -1
+    while state.counters[0] < n:
+        s = st.order[state.counters[0]]
+        if options(st, state, s, table) > 0:
+            break
+        v1.apply(st, state, s, SLOW, -1, -1)
+        state.counters[0] += 1
+        state.counters[2] += 1
+        s = -1
+    observe(st, state, s, table, obs, peak_live, total_bytes)
+    return s
+
+
+@njit(cache=True)
+def step(st, state, table, obs, s, kind, off, pstart, peak_live, total_bytes):
+    """The env's step in one kernel call: allocate segment ``s`` as chosen, then :func:`advance`.
+    Returns the next segment with a choice (-1 at the end)."""
+    v1.apply(st, state, s, kind, off, pstart)
+    state.counters[0] += 1
+    state.counters[3] += 1
+    return advance(st, state, table, obs, peak_live, total_bytes)
