@@ -71,21 +71,21 @@ class EvaluationV1:
 def mapping_from_state(workload: Workload, st: v1.Static1, state: v1.State1) -> dict:
     """The v1 mapping of a (finished or partial) game: decided segments and evictions."""
     names = {v1.SLOW: "slow", v1.FAST: "fast", v1.PREFETCH_SEG: "prefetch"}
-    allocations, evictions = [], []
-    for b in range(workload.num_buffers):
-        first = int(st.seg_ptr[b])
-        for s in range(first, int(st.seg_ptr[b + 1])):
-            kind = int(state.seg_kind[s])
-            if kind == v1.UNDECIDED:
-                continue
-            entry = {"buffer": b, "segment": s - first, "use_op": int(st.seg_use[s]), "kind": names[kind]}
-            if kind != v1.SLOW:
-                entry["offset"] = int(state.seg_off[s])
-            if kind == v1.PREFETCH_SEG:
-                entry["prefetch_after"] = int(state.seg_pstart[s])
-            allocations.append(entry)
-        if state.ev_done[b] >= 0:
-            evictions.append({"buffer": b, "done_before": int(state.ev_done[b])})
+    kind = np.asarray(state.seg_kind)
+    decided = np.flatnonzero(kind != v1.UNDECIDED)
+    buffers = st.seg_buf[decided]
+    rows = zip(buffers.tolist(), (decided - st.seg_ptr[buffers]).tolist(), st.seg_use[decided].tolist(),
+               kind[decided].tolist(), state.seg_off[decided].tolist(), state.seg_pstart[decided].tolist())
+    allocations = []
+    for b, k, u, kd, off, p in rows:
+        entry = {"buffer": b, "segment": k, "use_op": u, "kind": names[kd]}
+        if kd != v1.SLOW:
+            entry["offset"] = off
+        if kd == v1.PREFETCH_SEG:
+            entry["prefetch_after"] = p
+        allocations.append(entry)
+    evicted = np.flatnonzero(state.ev_done >= 0)
+    evictions = [{"buffer": b, "done_before": e} for b, e in zip(evicted.tolist(), state.ev_done[evicted].tolist())]
     return {"format": MAPPING_FORMAT, "version": 1, "allocations": allocations, "evictions": evictions}
 
 

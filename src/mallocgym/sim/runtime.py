@@ -73,7 +73,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["PREFETCH", "EVICTION", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op"]
+__all__ = ["PREFETCH", "EVICTION", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op",
+           "simulate_trusted"]
 
 PREFETCH, EVICTION = 0, 1
 
@@ -120,7 +121,7 @@ def _check(compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, co
             raise ValueError("copy_bytes must be non-negative and finite")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _step(fifo, head, tail, rem, bw, max_dt):
     """Drain the queues for at most ``max_dt`` seconds, up to the next copy completion.
 
@@ -158,7 +159,7 @@ def _step(fifo, head, tail, rem, bw, max_dt):
     return dt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drain_for(fifo, head, tail, rem, bw, seconds):
     """Drain the queues during ``seconds`` of idle slow-memory time."""
     left = seconds
@@ -166,7 +167,7 @@ def _drain_for(fifo, head, tail, rem, bw, seconds):
         left -= _step(fifo, head, tail, rem, bw, left)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drain_until(fifo, head, tail, rem, bw, target0, target1):
     """Drain until queue ``k``'s copy at FIFO position ``target_k`` is complete (-1: none); return
     the seconds it took (the stall)."""
@@ -188,6 +189,15 @@ def simulate_per_op(compute_time, slow_time, fast_time, overhead, slow_bw, copy_
     """
     _check(compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done, copy_bytes,
            copy_kind, elapsed_out, stall_out)
+    return simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done,
+                            copy_bytes, copy_kind, elapsed_out, stall_out)
+
+
+@njit(cache=True)
+def simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done,
+                     copy_bytes, copy_kind, elapsed_out, stall_out):
+    """:func:`simulate_per_op` without the input checks, for callers whose inputs are valid by
+    construction (the v1 simulator calls it after every decision)."""
     n_ops = compute_time.shape[0]
     n = copy_start.shape[0]
     bw = np.float64(slow_bw)
@@ -221,7 +231,9 @@ def simulate_per_op(compute_time, slow_time, fast_time, overhead, slow_bw, copy_
         while nxt < n and copy_start[order[nxt]] == t - 1:  # copy-starts after op t - 1
             tail[copy_kind[order[nxt]]] += 1
             nxt += 1
-        stall = _drain_until(fifo, head, tail, rem, bw, wait[0, t], wait[1, t])  # copy-dones
+        stall = 0.0
+        if wait[0, t] >= head[0] or wait[1, t] >= head[1]:  # a copy op t waits for is not done yet
+            stall = _drain_until(fifo, head, tail, rem, bw, wait[0, t], wait[1, t])  # copy-dones
         stall_out[t] = stall
         total += stall
         if t < n_ops:  # op t, draining the queues in its idle slow-memory time
@@ -229,7 +241,7 @@ def simulate_per_op(compute_time, slow_time, fast_time, overhead, slow_bw, copy_
             elapsed_out[t] = e
             total += e
             idle = e - slow_time[t]
-            if idle > 0.0:
+            if idle > 0.0 and (head[0] < tail[0] or head[1] < tail[1]):
                 _drain_for(fifo, head, tail, rem, bw, idle)
     return total
 

@@ -40,7 +40,7 @@ from numba import njit
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from . import _insert_candidate, buffer_order
-from .runtime import EVICTION, PREFETCH, runtime_elapsed, simulate
+from .runtime import EVICTION, PREFETCH, simulate, simulate_trusted
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "window_candidates",
@@ -66,6 +66,7 @@ Static1 = namedtuple("Static1", [
     "seg_buf",       # int64[S] owning buffer
     "order",         # int64[S] decision order: buffers in MSA's order, each buffer's segments in time order
     "compute_time",  # float64[T]
+    "overhead",      # float64[T] per-op overhead (the hardware's, on every op)
     "cum_slow",      # float64[T+1] prefix sums of each op's all-slow elapsed time
     "params",        # float64[8]: slow_bw, fast_bw, overhead, time_all_slow, min, preferred, max ratios
     "iparams",       # int64[4]: capacity, alignment, J (prefetch start times), K (offsets per window)
@@ -82,15 +83,20 @@ State1 = namedtuple("State1", [
     "ev_final",      # int64[N] 1 once the eviction can no longer change
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
     "active",        # int64[S] ids of the chunks opened so far, in opening order
+    "cp_key",        # int64[S + N] the copies, sorted by key: prefetches (key = segment id), then
+    "cp_start",      #   evictions (key = S + buffer id); issued after op cp_start, done before op
+    "cp_done",       #   cp_done, cp_bytes bytes, cp_kind 0 prefetch / 1 eviction; counters[N_COPIES]
+    "cp_bytes",      #   of them are live. Kept sorted so the runtime model sees them in the same
+    "cp_kind",       #   order as evaluate_v1 builds them (float sums equal to the last bit).
     "slow_bytes",    # int64[T]
     "fast_bytes",    # int64[T]
     "elapsed",       # float64[T] last simulated per-op elapsed time
     "stall",         # float64[T+1] last simulated stall before each op (and at the end)
-    "counters",      # int64[4]: decisions made (position in order), chunks opened, forced, chosen
+    "counters",      # int64[5]: decisions made (position in order), chunks opened, forced, chosen, copies
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
-POS, N_CHUNKS, FORCED, CHOSEN = 0, 1, 2, 3
+POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES = 0, 1, 2, 3, 4
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -170,7 +176,8 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
     iparams = np.array([hardware.fast_capacity, hardware.alignment, n_starts, n_candidates], dtype=np.int64)
     st = Static1(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,
                  workload.access_bytes, acc_seg, def_op, is_output, seg_ptr, seg_use, seg_prev, seg_buf,
-                 seg_order, v0.compute_time, cum, params, iparams)
+                 seg_order, v0.compute_time, np.full(workload.num_ops, float(hardware.op_overhead)), cum, params,
+                 iparams)
     for arr in st[6:]:
         if isinstance(arr, np.ndarray) and arr.flags.writeable:
             arr.setflags(write=False)
@@ -224,8 +231,10 @@ def new_state(st: Static1) -> State1:
         ev_chunk=np.full(n, -1, np.int64), ev_final=np.zeros(n, np.int64),
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
         ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
+        cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
+        cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), elapsed=np.zeros(t), stall=np.zeros(t + 1),
-        counters=np.zeros(4, np.int64), totals=np.zeros(3),
+        counters=np.zeros(5, np.int64), totals=np.zeros(3),
     )
     state.totals[TIME] = current_time(st, state)
     return state
@@ -251,6 +260,11 @@ def copy_into(src, dst):
     dst.ch_off[:] = src.ch_off
     dst.ch_buf[:] = src.ch_buf
     dst.active[:] = src.active
+    dst.cp_key[:] = src.cp_key
+    dst.cp_start[:] = src.cp_start
+    dst.cp_done[:] = src.cp_done
+    dst.cp_bytes[:] = src.cp_bytes
+    dst.cp_kind[:] = src.cp_kind
     dst.slow_bytes[:] = src.slow_bytes
     dst.fast_bytes[:] = src.fast_bytes
     dst.elapsed[:] = src.elapsed
@@ -260,6 +274,43 @@ def copy_into(src, dst):
 
 
 # ------------------------------------------------------------------------------ cost
+@njit(cache=True)
+def _add_copy(st, state, key, start, done, nbytes, kind):
+    """Insert a copy, keeping the list sorted by key (a key is present at most once)."""
+    n = state.counters[N_COPIES]
+    i = n
+    while i > 0 and state.cp_key[i - 1] > key:
+        state.cp_key[i] = state.cp_key[i - 1]
+        state.cp_start[i] = state.cp_start[i - 1]
+        state.cp_done[i] = state.cp_done[i - 1]
+        state.cp_bytes[i] = state.cp_bytes[i - 1]
+        state.cp_kind[i] = state.cp_kind[i - 1]
+        i -= 1
+    state.cp_key[i] = key
+    state.cp_start[i] = start
+    state.cp_done[i] = done
+    state.cp_bytes[i] = nbytes
+    state.cp_kind[i] = kind
+    state.counters[N_COPIES] = n + 1
+
+
+@njit(cache=True)
+def _remove_copy(st, state, key):
+    n = state.counters[N_COPIES]
+    i = 0
+    while i < n and state.cp_key[i] != key:
+        i += 1
+    if i == n:
+        return
+    for j in range(i, n - 1):
+        state.cp_key[j] = state.cp_key[j + 1]
+        state.cp_start[j] = state.cp_start[j + 1]
+        state.cp_done[j] = state.cp_done[j + 1]
+        state.cp_bytes[j] = state.cp_bytes[j + 1]
+        state.cp_kind[j] = state.cp_kind[j + 1]
+    state.counters[N_COPIES] = n - 1
+
+
 @njit(cache=True)
 def current_time(st, state):
     """Simulate the program under the current allocations (undecided segments slow); store the
@@ -271,42 +322,15 @@ def current_time(st, state):
     for t in range(n_ops):
         slow_time[t] = state.slow_bytes[t] / slow_bw
         fast_time[t] = state.fast_bytes[t] / fast_bw
-    n_seg = st.seg_use.shape[0]
-    n_buf = st.size.shape[0]
-    n_copies = 0
-    for s in range(n_seg):
-        if state.seg_kind[s] == PREFETCH_SEG:
-            n_copies += 1
-    for b in range(n_buf):
-        if state.ev_done[b] >= 0:
-            n_copies += 1
-    c_start = np.empty(n_copies, np.int64)
-    c_done = np.empty(n_copies, np.int64)
-    c_bytes = np.empty(n_copies)
-    c_kind = np.empty(n_copies, np.int64)
-    i = 0
-    copy_bytes = 0.0
-    for s in range(n_seg):
-        if state.seg_kind[s] == PREFETCH_SEG:
-            c_start[i] = state.seg_pstart[s]
-            c_done[i] = st.seg_use[s]
-            c_bytes[i] = st.size[st.seg_buf[s]]
-            c_kind[i] = PREFETCH
-            copy_bytes += c_bytes[i]
-            i += 1
-    for b in range(n_buf):
-        if state.ev_done[b] >= 0:
-            c_start[i] = st.def_op[b]
-            c_done[i] = state.ev_done[b]
-            c_bytes[i] = st.size[b]
-            c_kind[i] = EVICTION
-            copy_bytes += c_bytes[i]
-            i += 1
-    total = simulate(st.compute_time, slow_time, fast_time, st.params[OVERHEAD], slow_bw, c_start, c_done,
-                     c_bytes, c_kind, state.elapsed, state.stall)
+    n = state.counters[N_COPIES]
+    total = simulate_trusted(st.compute_time, slow_time, fast_time, st.overhead, slow_bw, state.cp_start[:n],
+                             state.cp_done[:n], state.cp_bytes[:n], state.cp_kind[:n], state.elapsed, state.stall)
     stall = 0.0
     for t in range(n_ops + 1):
         stall += state.stall[t]
+    copy_bytes = 0.0
+    for i in range(n):
+        copy_bytes += state.cp_bytes[i]
     state.totals[TIME] = total
     state.totals[COPY_BYTES] = copy_bytes
     state.totals[STALL] = stall
@@ -573,6 +597,7 @@ def _drop_eviction(st, state, b):
         state.ch_hi[c] = state.ev_base[b]
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
+        _remove_copy(st, state, st.seg_use.shape[0] + b)
 
 
 @njit(cache=True)
@@ -600,6 +625,7 @@ def _place_eviction(st, state, b, needed):
     state.ev_done[b] = e
     state.ev_base[b] = last_use
     state.ev_chunk[b] = c
+    _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
     if e - 1 > last_use:
         state.ch_hi[c] = e - 1
 
@@ -657,6 +683,7 @@ def apply(st, state, s, kind, off, pstart):
         state.counters[N_CHUNKS] += 1
         if kind == PREFETCH_SEG:
             state.seg_pstart[s] = pstart
+            _add_copy(st, state, s, pstart, st.seg_use[s], float(st.size[b]), PREFETCH)
     if kind == FAST or kind == PREFETCH_SEG:
         _price(st, state, b, s, True)
         if kind == FAST and s == st.seg_ptr[b]:

@@ -124,12 +124,9 @@ def _clip(x):
 def _in_flight(st, state, p):
     """Bytes of copies (prefetches and evictions) issued at or before op ``p`` and done after it."""
     total = 0.0
-    for s2 in range(st.seg_use.shape[0]):
-        if state.seg_kind[s2] == PREFETCH_SEG and state.seg_pstart[s2] <= p and st.seg_use[s2] > p:
-            total += st.size[st.seg_buf[s2]]
-    for b in range(st.size.shape[0]):
-        if state.ev_done[b] >= 0 and st.def_op[b] <= p and state.ev_done[b] > p:
-            total += st.size[b]
+    for i in range(state.counters[v1.N_COPIES]):
+        if state.cp_start[i] <= p and state.cp_done[i] > p:
+            total += state.cp_bytes[i]
     return total
 
 
