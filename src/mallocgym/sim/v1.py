@@ -346,6 +346,14 @@ def interval_time(st, a, b):
     return st.cum_slow[b] - st.cum_slow[lo]
 
 
+@njit(cache=True, inline="always")
+def _covers(st, x, y):
+    """``x >= y`` for two times, exact ties included: ``interval_time`` differences of prefix
+    sums and ratios like 0.8 carry rounding of about 1e-16 of the program time, so the
+    comparison forgives 1e-12 of (``y`` + the all-slow program time)."""
+    return x >= y - 1e-12 * (abs(y) + st.params[TIME_ALL_SLOW])
+
+
 # ------------------------------------------------------------------------------ fast memory
 @njit(cache=True)
 def _live_chunks(st, state, lo, hi, skip_buf, ids):
@@ -469,16 +477,16 @@ def prefetch_starts(st, state, s, out):
     latest = lo
     preferred = lo
     for p in range(hi, lo - 1, -1):
-        if interval_time(st, p, u) >= st.params[MIN_RATIO] * copy:
+        if _covers(st, interval_time(st, p, u), st.params[MIN_RATIO] * copy):
             latest = p
             break
     for p in range(hi, lo - 1, -1):
-        if interval_time(st, p, u) >= st.params[PREF_RATIO] * copy:
+        if _covers(st, interval_time(st, p, u), st.params[PREF_RATIO] * copy):
             preferred = p
             break
     earliest = hi
     for p in range(lo, hi + 1):
-        if interval_time(st, p, u) <= st.params[MAX_RATIO] * cap_time:
+        if _covers(st, st.params[MAX_RATIO] * cap_time, interval_time(st, p, u)):
             earliest = p
             break
     mid = (earliest + latest) // 2
@@ -611,7 +619,7 @@ def _place_eviction(st, state, b, needed):
     copy = st.size[b] / st.params[SLOW_BW]
     e = needed
     for t in range(d + 1, needed + 1):  # PreferredEvictionEndTime
-        if interval_time(st, d, t) >= st.params[PREF_RATIO] * copy:
+        if _covers(st, interval_time(st, d, t), st.params[PREF_RATIO] * copy):
             e = t
             break
     if e < last_use + 1:
