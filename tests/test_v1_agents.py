@@ -118,7 +118,8 @@ def test_cli_evaluate_rejects_an_overlapping_mapping_in_one_line(capsys, tmp_pat
 
 
 @pytest.mark.parametrize("argv, text", [
-    (["solve", "mlp-train-s0@1/8", "--env", "v1", "--png", "x.png"], "--png and --minimalloc-out draw or write v0"),
+    (["solve", "tests/data/minimalloc/input.12.csv", "--env", "v1", "--minimalloc-out", "x.csv"],
+     "--minimalloc-out writes v0 mappings"),
     (["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "xla"], "plays MallocGame-v0 only"),
     (["bench", "--speed", "--env", "v1"], "it takes no --env"),
     (["bench", "--scenario", "mlp-train-s0@1/8", "--env", "v1", "--agents", "all-slow,best-fit"],
@@ -128,3 +129,24 @@ def test_cli_v1_contradictions_are_one_error_line(capsys, argv, text):
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and text in err, err
+
+
+def test_cli_solve_v1_png_draws_the_chunks(capsys, tmp_path):
+    out = tmp_path / "v1.png"
+    assert main(["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "greedy", "--png", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {out}" in capsys.readouterr().out
+
+
+def test_chunks_of_a_played_mapping_are_disjoint_and_mark_copies():
+    from mallocgym.evaluate_v1 import chunks_v1
+
+    r = solve(SCENARIO, "greedy", env="v1")
+    chunks = chunks_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware)
+    prefetched = {(a["buffer"], a["prefetch_after"] + 1) for a in r.mapping["allocations"] if a["kind"] == "prefetch"}
+    assert {(c["buffer"], c["first_op"]) for c in chunks if c["prefetched"]} <= prefetched
+    assert sum(c["evict_from"] is not None for c in chunks) <= len(r.mapping["evictions"])
+    for i, a in enumerate(chunks):
+        for b in chunks[i + 1:]:
+            time = a["first_op"] <= b["last_op"] and b["first_op"] <= a["last_op"]
+            space = a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]
+            assert not (time and space), (a, b)

@@ -206,7 +206,7 @@ def _add_solve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", choices=["v0", "v1"], default="v0",
                    help="game version: v0 (whole-live-range placement) or v1 (per-use decisions with prefetch "
                         "and eviction, MSA's runtime cost model) (default: %(default)s)")
-    p.add_argument("--png", help="draw the mapping to this PNG file (v0)")
+    p.add_argument("--png", help="draw the mapping to this PNG file (on v1: chunks, copies hatched)")
     p.add_argument("--json", action="store_true", help="print one JSON object (with offsets; on v1 the v1 mapping)")
     p.add_argument("--minimalloc-out", metavar="FILE",
                    help="write the mapping as a MiniMalloc solution CSV (id,lower,upper,size,offset; "
@@ -219,8 +219,8 @@ def _run_solve(args) -> int:
     minimalloc_out = getattr(args, "minimalloc_out", None)
     if minimalloc_out and Path(args.name).suffix.lower() != ".csv":
         raise UsageError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
-    if args.env == "v1" and (minimalloc_out or args.png):
-        raise UsageError("--png and --minimalloc-out draw or write v0 mappings; with --env v1 use --json")
+    if args.env == "v1" and minimalloc_out:
+        raise UsageError("--minimalloc-out writes v0 mappings (one offset per buffer); with --env v1 use --json")
     s = _scenario(args.name, args.capacity, args.hardware)
     result = solve(s, args.agent, seed=args.seed, env=args.env)
     if minimalloc_out:
@@ -228,9 +228,16 @@ def _run_solve(args) -> int:
 
         write_minimalloc(minimalloc_out, s.workload, result.offsets)
     if args.png:
-        from .render import memory_map, write_png
+        from .render import memory_map, memory_map_v1, write_png
 
-        write_png(args.png, memory_map(s.workload, result.offsets, s.hardware.fast_capacity, width=960, height=480))
+        if args.env == "v1":
+            from .evaluate_v1 import chunks_v1
+
+            picture = memory_map_v1(s.workload, chunks_v1(s.workload, result.mapping, s.hardware),
+                                    s.hardware.fast_capacity, width=960, height=480)
+        else:
+            picture = memory_map(s.workload, result.offsets, s.hardware.fast_capacity, width=960, height=480)
+        write_png(args.png, picture)
     if args.json:
         _print_json(result.to_dict())
     else:

@@ -33,7 +33,7 @@ from .scenarios import resolve_hardware
 from .sim import runtime, v1
 from .workloads import Workload
 
-__all__ = ["evaluate_v1", "EvaluationV1", "load_mapping", "save_mapping", "mapping_from_state", "MAPPING_FORMAT"]
+__all__ = ["evaluate_v1", "chunks_v1", "EvaluationV1", "load_mapping", "save_mapping", "mapping_from_state", "MAPPING_FORMAT"]
 
 MAPPING_FORMAT = "mallocgym-v1-mapping"
 _KINDS = {"slow": v1.SLOW, "fast": v1.FAST, "prefetch": v1.PREFETCH_SEG}
@@ -178,7 +178,10 @@ def _parse(mapping, st: v1.Static1, n_buffers: int):
 
 
 def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart, ev_done, chunks: list) -> None:
-    """Check buffer ``b``'s allocations and append its chunks ``(lo, hi, off, buffer, label)``."""
+    """Check buffer ``b``'s allocations and append its chunks ``(lo, hi, off, buffer, label,
+    produced, evict_from)``: ``produced`` is the definition op for a chunk produced in fast memory
+    (-1 for a prefetched one), its first use, and ``evict_from``, the first op it is held only for
+    its eviction (-1)."""
     first, last = int(st.seg_ptr[b]), int(st.seg_ptr[b + 1])
     size, capacity, align = int(st.size[b]), int(st.iparams[v1.CAPACITY]), int(st.iparams[v1.ALIGNMENT])
     d = int(st.def_op[b])
@@ -218,7 +221,7 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
         u, prev = int(st.seg_use[s]), int(st.seg_prev[s])
         if kind[s] == v1.SLOW:
             if chunk is not None:
-                chunks.append((*chunk, b, where))
+                chunks.append((*chunk[:3], b, where, *chunk[3:], -1))
                 chunk = None
             continue
         o = int(off[s])
@@ -233,24 +236,24 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
             chunk[1] = u
             continue
         if chunk is not None:
-            chunks.append((*chunk, b, where))
+            chunks.append((*chunk[:3], b, where, *chunk[3:], -1))
         if kind[s] == v1.FAST:
-            chunk = [d, u, o]
+            chunk = [d, u, o, d, u]  # [first op, last op, offset, definition (-1: prefetched), first use]
         else:
             p = int(pstart[s])
             lo = max(prev, slow_from)
             if not lo <= p <= u - 1:
                 raise ValueError(f"{where}: prefetch after op {p} must lie in [{lo}, {u - 1}] (after the segment "
                                  "starts and a slow copy exists, before the use)")
-            chunk = [p + 1, u, o]
+            chunk = [p + 1, u, o, -1, u]  # a prefetched chunk: its copy is in flight up to its first use
     if chunk is not None:
-        chunks.append((*chunk, b, f"{label}, segment {last - 1 - first}"))
+        chunks.append((*chunk[:3], b, f"{label}, segment {last - 1 - first}", *chunk[3:], -1))
     if needed >= 0 and e - 1 > int(st.seg_use[j - 1]):
         # the eviction holds the produced chunk until it is done: extend the first chunk
         for i in range(len(chunks) - 1, -1, -1):
             if chunks[i][3] == b and chunks[i][0] == d:
-                lo, hi, o, bb, w = chunks[i]
-                chunks[i] = (lo, max(hi, e - 1), o, bb, w)
+                lo, hi, o, bb, w, produced, first_use, _ = chunks[i]
+                chunks[i] = (lo, max(hi, e - 1), o, bb, w, produced, first_use, hi + 1)  # evicting from hi + 1
                 break
 
 
@@ -309,6 +312,26 @@ def price(st: v1.Static1, kind, off, pstart, ev_done) -> tuple[float, np.ndarray
     return total, elapsed, stall
 
 
+def _validated(workload: Workload, mapping, hardware, order: str):
+    hardware, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware, order)
+    return hardware, st, kind, off, pstart, ev_done, chunks
+
+
+def chunks_v1(workload: Workload, mapping, hardware: Hardware | str | None = None) -> list[dict]:
+    """The fast-memory chunks of a valid v1 mapping (validated as :func:`evaluate_v1` does), for
+    pictures: ``{"buffer", "first_op", "last_op", "offset", "size", "prefetched", "first_use",
+    "evict_from", "prefetch_after"}`` (``evict_from``: the first op the chunk is held only until its eviction
+    completes, or None; ``prefetch_after``: the op its prefetch is issued after, or None)."""
+    _, st, kind, _, pstart, _, chunks = _validated(workload, mapping, hardware, "boundedness")
+    out = []
+    for lo, hi, o, b, _, produced, first_use, evict_from in chunks:
+        out.append({"buffer": int(b), "first_op": int(lo), "last_op": int(hi), "offset": int(o),
+                    "size": int(st.size[b]), "prefetched": produced < 0, "first_use": int(first_use),
+                    "evict_from": None if evict_from < 0 else int(evict_from),
+                    "prefetch_after": int(lo) - 1 if produced < 0 else None})
+    return out
+
+
 def evaluate_v1(workload: Workload, mapping: dict | str | os.PathLike, hardware: Hardware | str | None = None,
                 *, order: str = "boundedness") -> EvaluationV1:
     """Validate a v1 mapping (a dict, or a JSON file path) and return its cost.
@@ -316,25 +339,7 @@ def evaluate_v1(workload: Workload, mapping: dict | str | os.PathLike, hardware:
     ``hardware`` defaults as in :func:`mallocgym.evaluate`. ``order`` only matters for the
     compiled tables, not the result (validation does not replay decisions in order).
     """
-    if isinstance(mapping, (str, os.PathLike)):
-        mapping = load_mapping(mapping)
-    hardware = resolve_hardware(workload, hardware)
-    st = v1.compile_v1(workload, hardware, order)
-    kind, off, pstart, ev_done = _parse(mapping, st, workload.num_buffers)
-    chunks: list = []
-    for b in range(workload.num_buffers):
-        _check_buffer(workload, st, b, kind, off, pstart, ev_done, chunks)
-    if chunks:
-        chunks.sort(key=lambda c: (c[0], c[1]))
-        lo = np.array([c[0] for c in chunks], np.int64)
-        hi = np.array([c[1] for c in chunks], np.int64)
-        offs = np.array([c[2] for c in chunks], np.int64)
-        sizes = np.array([st.size[c[3]] for c in chunks], np.int64)
-        i, j = _first_overlap(lo, hi, offs, sizes)
-        if i >= 0:
-            a, c = chunks[i], chunks[j]
-            raise ValueError(f"{c[4]}: its chunk [ops {c[0]}-{c[1]}, bytes {c[2]}-{c[2] + sizes[j]}) overlaps "
-                             f"{a[4]}'s [ops {a[0]}-{a[1]}, bytes {a[2]}-{a[2] + sizes[i]}) in fast memory")
+    hardware, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware, order)
     total, elapsed, stall = price(st, kind, off, pstart, ev_done)
     slow_total = float(st.params[v1.TIME_ALL_SLOW])
     placed = np.zeros(workload.num_buffers, bool)

@@ -16,7 +16,7 @@ import numpy as np
 from ._files import atomic_write
 from .workloads import Workload
 
-__all__ = ["memory_map", "write_png", "ascii_map", "buffer_colour"]
+__all__ = ["memory_map", "memory_map_v1", "write_png", "ascii_map", "buffer_colour"]
 
 BACKGROUND = (250, 250, 250)
 FAST_MEMORY = (226, 232, 240)
@@ -31,42 +31,83 @@ def buffer_colour(b: int) -> tuple[int, int, int]:
     return int(r * 255), int(g * 255), int(bl * 255)
 
 
+class _Canvas:
+    """A memory-map canvas: ``n_ops`` on x, ``capacity`` bytes on y (address 0 at the bottom)."""
+
+    def __init__(self, n_ops: int, capacity: int, width: int, height: int, margin: int):
+        self.image = np.empty((height, width, 3), dtype=np.uint8)
+        self.image[:] = BACKGROUND
+        self.x0, self.x1 = margin, width - margin
+        self.y0, self.y1 = margin, height - margin
+        self.image[self.y0:self.y1, self.x0:self.x1] = FAST_MEMORY
+        self.sx = (self.x1 - self.x0) / n_ops
+        self.sy = (self.y1 - self.y0) / capacity
+
+    def xs(self, t0, t1) -> tuple[int, int]:
+        a = self.x0 + int(np.floor(t0 * self.sx))
+        return a, self.x0 + max(int(np.ceil(t1 * self.sx)), int(np.floor(t0 * self.sx)) + 1)
+
+    def ys(self, off, size) -> tuple[int, int]:
+        top = self.y1 - int(np.floor(off * self.sy))
+        return self.y1 - max(int(np.ceil((off + size) * self.sy)), int(np.floor(off * self.sy)) + 1), top
+
+    def shade(self, t0, t1, colour) -> None:
+        a, b = self.xs(t0, t1)
+        self.image[self.y0:self.y1, a:b] = colour
+
+    def rect(self, t0, t1, off, size, colour, *, outline: bool = True, hatched: bool = False) -> None:
+        """Ops ``[t0, t1)`` x bytes ``[off, off + size)``; ``hatched``: diagonal stripes (a copy)."""
+        a, c = self.xs(t0, t1)
+        bottom, top = self.ys(off, size)
+        self.image[bottom:top, a:c] = colour
+        if hatched and c > a and top > bottom:
+            yy, xx = np.mgrid[bottom:top, a:c]
+            light = tuple(int(v + (255 - v) * 0.6) for v in colour)
+            self.image[bottom:top, a:c][(xx + yy) % 6 < 3] = light
+        if outline and c - a > 2 and top - bottom > 2:
+            self.image[bottom, a:c] = OUTLINE
+            self.image[top - 1, a:c] = OUTLINE
+            self.image[bottom:top, a] = OUTLINE
+            self.image[bottom:top, c - 1] = OUTLINE
+
+    def frame(self) -> np.ndarray:
+        x0, x1, y0, y1 = self.x0, self.x1, self.y0, self.y1
+        self.image[y0 - 1, x0 - 1:x1 + 1] = OUTLINE
+        self.image[y1, x0 - 1:x1 + 1] = OUTLINE
+        self.image[y0 - 1:y1 + 1, x0 - 1] = OUTLINE
+        self.image[y0 - 1:y1 + 1, x1] = OUTLINE
+        return self.image
+
+
 def memory_map(workload: Workload, offsets, capacity: int, *, width: int = 640, height: int = 320,
                highlight: int | None = None, margin: int = 8) -> np.ndarray:
     """Draw a mapping: each fast buffer is a rectangle over its live ops (x) and its bytes (y,
     address 0 at the bottom). ``highlight`` shades that buffer's live window (the buffer being
     decided). Returns ``uint8[height, width, 3]``."""
     offsets = np.asarray(offsets, dtype=np.int64)
-    image = np.empty((height, width, 3), dtype=np.uint8)
-    image[:] = BACKGROUND
-    x0, x1 = margin, width - margin
-    y0, y1 = margin, height - margin
-    image[y0:y1, x0:x1] = FAST_MEMORY
-    n_ops = workload.num_ops
-    sx = (x1 - x0) / n_ops
-    sy = (y1 - y0) / capacity
-
-    def xs(t0, t1):
-        return x0 + int(np.floor(t0 * sx)), x0 + max(int(np.ceil(t1 * sx)), int(np.floor(t0 * sx)) + 1)
-
+    canvas = _Canvas(workload.num_ops, capacity, width, height, margin)
     if highlight is not None and 0 <= highlight < workload.num_buffers:
-        a, b = xs(workload.start[highlight], workload.end[highlight] + 1)
-        image[y0:y1, a:b] = HIGHLIGHT
+        canvas.shade(workload.start[highlight], workload.end[highlight] + 1, HIGHLIGHT)
     for b in np.flatnonzero(offsets >= 0):
-        a, c = xs(workload.start[b], workload.end[b] + 1)
-        top = y1 - int(np.floor(offsets[b] * sy))
-        bottom = y1 - max(int(np.ceil((offsets[b] + workload.size[b]) * sy)), int(np.floor(offsets[b] * sy)) + 1)
-        image[bottom:top, a:c] = buffer_colour(int(b))
-        if c - a > 2 and top - bottom > 2:
-            image[bottom, a:c] = OUTLINE
-            image[top - 1, a:c] = OUTLINE
-            image[bottom:top, a] = OUTLINE
-            image[bottom:top, c - 1] = OUTLINE
-    image[y0 - 1, x0 - 1:x1 + 1] = OUTLINE
-    image[y1, x0 - 1:x1 + 1] = OUTLINE
-    image[y0 - 1:y1 + 1, x0 - 1] = OUTLINE
-    image[y0 - 1:y1 + 1, x1] = OUTLINE
-    return image
+        canvas.rect(workload.start[b], workload.end[b] + 1, offsets[b], workload.size[b], buffer_colour(int(b)))
+    return canvas.frame()
+
+
+def memory_map_v1(workload: Workload, chunks: list[dict], capacity: int, *, width: int = 640, height: int = 320,
+                  margin: int = 8) -> np.ndarray:
+    """Draw a MallocGame-v1 mapping from its chunks (:func:`mallocgym.evaluate_v1.chunks_v1`):
+    each chunk a rectangle in its buffer's colour; the part of a prefetched chunk before its use
+    (the copy in flight) and the part a produced chunk is held only for its eviction are hatched."""
+    canvas = _Canvas(workload.num_ops, capacity, width, height, margin)
+    for c in chunks:
+        colour = buffer_colour(c["buffer"])
+        lo, hi, off, size = c["first_op"], c["last_op"] + 1, c["offset"], c["size"]
+        canvas.rect(lo, hi, off, size, colour)
+        if c["prefetched"]:
+            canvas.rect(lo, c["first_use"], off, size, colour, hatched=True, outline=False)
+        if c["evict_from"] is not None:
+            canvas.rect(c["evict_from"], hi, off, size, colour, hatched=True, outline=False)
+    return canvas.frame()
 
 
 def write_png(path, rgb: np.ndarray) -> Path:

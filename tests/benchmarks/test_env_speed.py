@@ -65,3 +65,23 @@ def test_greedy_episode_10k_buffers(benchmark, scenario_10k):
     assert result > 0
     assert scenario_10k.workload.num_buffers >= 10000
     assert benchmark.stats.stats.min < 0.100, "greedy episode over 10k buffers must take < 100 ms"
+
+
+def test_v1_step_vs_v0_step(benchmark, scenario_1k):
+    """MallocGame-v1's step on the ~1,000-buffer program costs at most 3x v0's (issue "MallocGame-v1")."""
+    from mallocgym.speed import _action
+
+    env = gym.make("MallocGame-v1", workload=scenario_1k.workload, hardware=scenario_1k.hardware)
+    k = env.unwrapped.k
+    state = {"obs": env.reset(seed=0)[0]}
+
+    def one_step():
+        obs, _, done, _, _ = env.step(_action("MallocGame-v1", state["obs"]["action_mask"], k))
+        state["obs"] = env.reset()[0] if done else obs
+
+    for _ in range(100):
+        one_step()
+    benchmark.pedantic(one_step, rounds=5000, iterations=1, warmup_rounds=100)
+    ratio = env_step_seconds(scenario_1k, 5000, "MallocGame-v1") / env_step_seconds(scenario_1k, 5000)
+    benchmark.extra_info["v1_step_ratio_to_v0"] = ratio
+    assert ratio <= 3.0, f"MallocGame-v1 step is {ratio:.2f}x a v0 step (target <= 3x)"
