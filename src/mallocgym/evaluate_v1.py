@@ -313,7 +313,26 @@ def price(st: v1.Static1, kind, off, pstart, ev_done) -> tuple[float, np.ndarray
 
 
 def _validated(workload: Workload, mapping, hardware, order: str):
-    hardware, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware, order)
+    """Parse and check ``mapping``: ``(hardware, static, kind, off, pstart, ev_done, chunks)``."""
+    if isinstance(mapping, (str, os.PathLike)):
+        mapping = load_mapping(mapping)
+    hardware = resolve_hardware(workload, hardware)
+    st = v1.compile_v1(workload, hardware, order)
+    kind, off, pstart, ev_done = _parse(mapping, st, workload.num_buffers)
+    chunks: list = []
+    for b in range(workload.num_buffers):
+        _check_buffer(workload, st, b, kind, off, pstart, ev_done, chunks)
+    if chunks:
+        chunks.sort(key=lambda c: (c[0], c[1]))
+        lo = np.array([c[0] for c in chunks], np.int64)
+        hi = np.array([c[1] for c in chunks], np.int64)
+        offs = np.array([c[2] for c in chunks], np.int64)
+        sizes = np.array([st.size[c[3]] for c in chunks], np.int64)
+        i, j = _first_overlap(lo, hi, offs, sizes)
+        if i >= 0:
+            a, c = chunks[i], chunks[j]
+            raise ValueError(f"{c[4]}: its chunk [ops {c[0]}-{c[1]}, bytes {c[2]}-{c[2] + sizes[j]}) overlaps "
+                             f"{a[4]}'s [ops {a[0]}-{a[1]}, bytes {a[2]}-{a[2] + sizes[i]}) in fast memory")
     return hardware, st, kind, off, pstart, ev_done, chunks
 
 
