@@ -1,0 +1,140 @@
+"""MallocGame-v1 as a Gymnasium env: checkers, seeding, pickling, masks, bad actions, rendering."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from fractions import Fraction
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import mallocgym  # noqa: F401  (registers the ids)
+from mallocgym.env.v1 import MallocGameV1Env
+
+from conftest import mlp_scenario
+
+SCENARIO = mlp_scenario(0, Fraction(1, 8))
+
+
+def test_gymnasium_and_sb3_checkers_pass_without_warnings():
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gym.make("MallocGame-v1", workload=SCENARIO).unwrapped)
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb3_check_env(MallocGameV1Env(SCENARIO))
+
+
+def _play(env, seed, rng_seed):
+    rng = np.random.default_rng(rng_seed)
+    obs, info = env.reset(seed=seed)
+    trace = []
+    done = False
+    while not done:
+        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, r, done, _, info = env.step(a)
+        trace.append((a, r, obs["actions"].sum()))
+    return trace, info
+
+
+def test_same_seed_same_episode_and_suite_sampling_is_seeded():
+    env = gym.make("MallocGame-v1")
+    names = []
+    for _ in range(2):
+        env.reset(seed=7)
+        names.append(env.unwrapped.scenario.name)
+    assert names[0] == names[1]
+    a = _play(MallocGameV1Env(SCENARIO), 3, 5)
+    b = _play(MallocGameV1Env(SCENARIO), 3, 5)
+    assert a[0] == b[0] and a[1]["mapping"] == b[1]["mapping"]
+
+
+def test_pickled_env_continues_identically():
+    env = MallocGameV1Env(SCENARIO)
+    obs, info = env.reset(seed=0)
+    for _ in range(5):
+        obs, _, _, _, info = env.step(int(np.flatnonzero(info["action_mask"])[-1]))
+    twin = pickle.loads(pickle.dumps(env))
+    done = False
+    while not done:
+        a = int(np.flatnonzero(info["action_mask"])[0])
+        o1, r1, done, _, info = env.step(a)
+        o2, r2, d2, _, info2 = twin.step(a)
+        assert r1 == r2 and done == d2 and all(np.array_equal(o1[k], o2[k]) for k in o1)
+    assert info["mapping"] == info2["mapping"]
+
+
+def test_masks_agree_and_every_observation_is_in_the_space():
+    env = MallocGameV1Env(SCENARIO)
+    obs, info = env.reset(seed=0)
+    done = False
+    while not done:
+        assert env.observation_space.contains(obs)
+        assert np.array_equal(obs["action_mask"], info["action_mask"])
+        assert np.array_equal(env.action_masks(), info["action_mask"].astype(bool))
+        assert info["action_mask"][0] == 1 and info["action_mask"].sum() >= 2  # no forced position is shown
+        obs, _, done, _, info = env.step(int(np.flatnonzero(info["action_mask"])[-1]))
+    assert info["forced_decisions"] + info["agent_decisions"] == env.static.seg_use.shape[0]
+
+
+def test_invalid_action_modes_and_actions_outside_the_space():
+    env = MallocGameV1Env(SCENARIO, invalid_action="raise")
+    obs, info = env.reset(seed=0)
+    masked = int(np.flatnonzero(info["action_mask"] == 0)[0])
+    with pytest.raises(ValueError, match=rf"action {masked} is masked"):
+        env.step(masked)
+    for bad in (-1, env.n_actions, 2.5, "1"):
+        with pytest.raises(ValueError, match="action"):
+            env.step(bad)
+    skip = MallocGameV1Env(SCENARIO)  # default: a masked action is SLOW, flagged
+    obs, info = skip.reset(seed=0)
+    seg = skip.current_segment
+    _, _, _, _, info = skip.step(masked)
+    assert info["invalid_action"] and skip.sim_state.seg_kind[seg] == 1  # SLOW
+    stop = MallocGameV1Env(SCENARIO, invalid_action="terminate")
+    obs, info = stop.reset(seed=0)
+    _, reward, done, _, info = stop.step(masked)
+    assert done and reward == 0.0 and info["speedup"] == 1.0 and "mapping" in info
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        stop.step(0)
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    ({"n_starts": 5}, ValueError, r"n_starts = 5 must be <= 4"),
+    ({"n_starts": 1.5}, TypeError, r"n_starts must be an integer"),
+    ({"ratios": (1.5, 0.8, 10.0)}, ValueError, r"min <= preferred <= max"),
+    ({"ratios": (0.8, 1.5)}, ValueError, r"three positive numbers"),
+    ({"order": "nope"}, ValueError, r"order must be one of"),
+    ({"capacity": True}, TypeError, r"capacity must be an integer"),
+])
+def test_bad_arguments_name_the_argument(kwargs, error, text):
+    with pytest.raises(error, match=text):
+        MallocGameV1Env(SCENARIO, **kwargs)
+
+
+def test_render_modes():
+    env = MallocGameV1Env(SCENARIO, render_mode="ansi")
+    env.reset(seed=0)
+    text = env.render()
+    assert text.startswith("MallocGame-v1  mlp-train-s0@1/8") and "legal action(s)" in text
+    env = MallocGameV1Env(SCENARIO, render_mode="rgb_array", memory_bins=(16, 24))
+    env.reset(seed=0)
+    picture = env.render()
+    assert picture.shape == (16, 24, 3) and picture.dtype == np.uint8
+
+
+def test_v0_is_unchanged_beside_v1():
+    """v0's env, registration and numbers are what they were (v1 lives beside it)."""
+    from mallocgym.env import MallocGameEnv
+
+    assert gym.spec("MallocGame-v0").entry_point == "mallocgym.env:MallocGameEnv"
+    env = MallocGameEnv(SCENARIO)
+    assert env.action_space.n == 17 and set(env.observation_space.spaces) == {
+        "buffer", "candidates", "next", "memory", "progress", "action_mask"}
