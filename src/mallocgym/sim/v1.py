@@ -82,7 +82,7 @@ State1 = namedtuple("State1", [
     "ev_chunk",      # int64[N] the chunk the eviction holds, -1
     "ev_final",      # int64[N] 1 once the eviction can no longer change
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
-    "active",        # int64[S] ids of the chunks opened so far, in opening order
+    "active",        # int64[S] ids of the chunks opened so far, sorted by offset (then id)
     "cp_key",        # int64[S + N] the copies, sorted by key: prefetches (key = segment id), then
     "cp_start",      #   evictions (key = S + buffer id); issued after op cp_start, done before op
     "cp_done",       #   cp_done, cp_bytes bytes, cp_kind 0 prefetch / 1 eviction; counters[N_COPIES]
@@ -356,8 +356,23 @@ def _covers(st, x, y):
 
 # ------------------------------------------------------------------------------ fast memory
 @njit(cache=True)
+def _activate(state, c):
+    """Add chunk ``c`` to ``active``, which stays sorted by offset (then id): gap sweeps then
+    need no sort."""
+    n = state.counters[N_CHUNKS]
+    i = n
+    off = state.ch_off[c]
+    while i > 0 and (state.ch_off[state.active[i - 1]] > off
+                     or (state.ch_off[state.active[i - 1]] == off and state.active[i - 1] > c)):
+        state.active[i] = state.active[i - 1]
+        i -= 1
+    state.active[i] = c
+    state.counters[N_CHUNKS] = n + 1
+
+
+@njit(cache=True)
 def _live_chunks(st, state, lo, hi, skip_buf, ids):
-    """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, sorted by offset."""
+    """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, by offset."""
     m = 0
     for i in range(state.counters[N_CHUNKS]):
         c = state.active[i]
@@ -365,14 +380,6 @@ def _live_chunks(st, state, lo, hi, skip_buf, ids):
             continue
         ids[m] = c
         m += 1
-    if m > 1:
-        offs = np.empty(m, np.int64)
-        for i in range(m):
-            offs[i] = state.ch_off[ids[i]]
-        order = np.argsort(offs, kind="mergesort")
-        tmp = ids[:m].copy()
-        for i in range(m):
-            ids[i] = tmp[order[i]]
     return m
 
 
@@ -687,8 +694,7 @@ def apply(st, state, s, kind, off, pstart):
         state.ch_hi[c] = st.seg_use[s]
         state.ch_off[c] = off
         state.ch_buf[c] = b
-        state.active[state.counters[N_CHUNKS]] = c
-        state.counters[N_CHUNKS] += 1
+        _activate(state, c)
         if kind == PREFETCH_SEG:
             state.seg_pstart[s] = pstart
             _add_copy(st, state, s, pstart, st.seg_use[s], float(st.size[b]), PREFETCH)
