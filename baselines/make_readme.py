@@ -24,6 +24,7 @@ PREFIX = "\x00"  # where a link to an entry folder starts (README: "", docs: "..
 BEGIN, END = "<!-- leaderboard:begin (make_readme.py) -->", "<!-- leaderboard:end -->"
 # Agents first in this order (prefix match on the agent name), then the rest alphabetically.
 AGENT_ORDER = ("all-slow", "random", "first-fit", "best-fit", "xla", "rollout", "beam", "mcts", "exact")
+V1_SUFFIX = "@v1"  # group key suffix of MallocGame-v1 results
 SUITE_TITLES = {"default": "Bundled suite (real XLA programs)", "minimalloc": "MiniMalloc A-E (1 MiB)",
                 "synthetic": "Synthetic MLP training steps"}
 
@@ -133,9 +134,10 @@ def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[st
     :func:`training_budgets`' lines, listed under the tables."""
     summaries: list[list[str]] = []
     groups: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[where.get(r["scenario"], ("other", ""))[0]].append(r)
-    order = list(SUITE_TITLES) + sorted(set(groups) - set(SUITE_TITLES))
+    for r in rows:  # MallocGame-v1 results get their own tables: the same names, another game
+        name = where.get(r["scenario"], ("other", ""))[0]
+        groups[name + V1_SUFFIX if r.get("env") == "v1" else name].append(r)
+    order = list(SUITE_TITLES) + sorted(set(groups) - set(SUITE_TITLES), key=lambda g: (g.endswith(V1_SUFFIX), g))
     out = [
         "# Leaderboard",
         "",
@@ -155,8 +157,9 @@ def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[st
             continue
         g = groups[suite_name]
         splits = sorted({where.get(r["scenario"], ("", "?"))[1] for r in g})
-        title = SUITE_TITLES.get(suite_name, suite_name)
-        heading = f"suite `{suite_name}`" + (f", split {', '.join(splits)}" if suite_name != "other" else "")
+        base = suite_name.removesuffix(V1_SUFFIX)
+        title = SUITE_TITLES.get(base, base) + (" on MallocGame-v1" if suite_name.endswith(V1_SUFFIX) else "")
+        heading = f"suite `{base}`" + (f", split {', '.join(splits)}" if base != "other" else "")
         out += [f"## {title}: {heading}", ""]
         by = {}
         # On duplicates (an entry that also ran xla, say) the agent's own folder wins, then the first.

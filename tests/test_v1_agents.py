@@ -150,3 +150,22 @@ def test_chunks_of_a_played_mapping_are_disjoint_and_mark_copies():
             time = a["first_op"] <= b["last_op"] and b["first_op"] <= a["last_op"]
             space = a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]
             assert not (time and space), (a, b)
+
+
+def test_make_readme_keeps_v1_results_in_their_own_tables(tmp_path):
+    """The same scenario and agent names on v0 and v1 are two games: two tables, never merged."""
+    from conftest import baseline_script
+
+    mr = baseline_script("make_readme.py")
+    for entry, env, speedup in (("rollout", "v0", 2.0), ("v1-test", "v1", 3.0)):
+        folder = tmp_path / entry
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps([
+            {"scenario": "unet-infer@1/8", "agent": "rollout", "env": env, "speedup": speedup,
+             "placed_bytes_fraction": 0.5, "wall_s": 1.0, "time": 1.0 / speedup, "time_all_slow": 1.0}]))
+    text, _ = mr.render(mr.load_entries(tmp_path), mr.suite_of())
+    v0 = text.index("## Bundled suite (real XLA programs): suite `default`")
+    v1 = text.index("## Bundled suite (real XLA programs) on MallocGame-v1: suite `default`")
+    assert v0 < v1
+    assert "| unet-infer@1/8 | **2.000** |" in text[v0:v1] and "3.000" not in text[v0:v1]
+    assert "| unet-infer@1/8 | **3.000** |" in text[v1:]
