@@ -70,20 +70,16 @@ class EvaluationV1:
 # ------------------------------------------------------------------------------ mapping <-> state
 def mapping_from_state(workload: Workload, st: v1.Static1, state: v1.State1) -> dict:
     """The v1 mapping of a (finished or partial) game: decided segments and evictions."""
-    names = {v1.SLOW: "slow", v1.FAST: "fast", v1.PREFETCH_SEG: "prefetch"}
     kind = np.asarray(state.seg_kind)
     decided = np.flatnonzero(kind != v1.UNDECIDED)
     buffers = st.seg_buf[decided]
     rows = zip(buffers.tolist(), (decided - st.seg_ptr[buffers]).tolist(), st.seg_use[decided].tolist(),
                kind[decided].tolist(), state.seg_off[decided].tolist(), state.seg_pstart[decided].tolist())
-    allocations = []
-    for b, k, u, kd, off, p in rows:
-        entry = {"buffer": b, "segment": k, "use_op": u, "kind": names[kd]}
-        if kd != v1.SLOW:
-            entry["offset"] = off
-        if kd == v1.PREFETCH_SEG:
-            entry["prefetch_after"] = p
-        allocations.append(entry)
+    allocations = [
+        {"buffer": b, "segment": k, "use_op": u, "kind": "slow"} if kd == v1.SLOW
+        else {"buffer": b, "segment": k, "use_op": u, "kind": "fast", "offset": off} if kd == v1.FAST
+        else {"buffer": b, "segment": k, "use_op": u, "kind": "prefetch", "offset": off, "prefetch_after": p}
+        for b, k, u, kd, off, p in rows]
     evicted = np.flatnonzero(state.ev_done >= 0)
     evictions = [{"buffer": b, "done_before": e} for b, e in zip(evicted.tolist(), state.ev_done[evicted].tolist())]
     return {"format": MAPPING_FORMAT, "version": 1, "allocations": allocations, "evictions": evictions}

@@ -224,6 +224,11 @@ class MallocGameV1Env(ScenarioEnv):
         pos = int(self._state.counters[v1.POS])
         return int(self._c.static.order[pos]) if pos < self._c.static.seg_use.shape[0] else -1
 
+    def _position(self) -> tuple[int, int]:
+        """``(current segment, its buffer)``, -1s at the end."""
+        s = self.current_segment
+        return s, (int(self._c.static.seg_buf[s]) if s >= 0 else -1)
+
     @property
     def current_buffer(self) -> int:
         s = self.current_segment
@@ -293,6 +298,7 @@ class MallocGameV1Env(ScenarioEnv):
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         st, state = self._c.static, self._state
+        segment, buffer = self._position()
         time = float(state.totals[v1.TIME])
         slow = float(st.params[v1.TIME_ALL_SLOW])
         return {
@@ -301,7 +307,7 @@ class MallocGameV1Env(ScenarioEnv):
             "copy_bytes": float(state.totals[v1.COPY_BYTES]),
             "forced_decisions": int(state.counters[v1.FORCED]), "agent_decisions": int(state.counters[v1.CHOSEN]),
             "invalid_action": bool(invalid), "oversized_buffers": self._c.oversized,
-            "buffer": self.current_buffer, "segment": self.current_segment,
+            "buffer": buffer, "segment": segment,
         }
 
     def action_masks(self) -> np.ndarray:

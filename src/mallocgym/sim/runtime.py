@@ -74,7 +74,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["PREFETCH", "EVICTION", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op",
-           "simulate_trusted"]
+           "simulate_trusted", "simulate_window"]
 
 PREFETCH, EVICTION = 0, 1
 
@@ -197,7 +197,31 @@ def simulate_per_op(compute_time, slow_time, fast_time, overhead, slow_bw, copy_
 def simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done,
                      copy_bytes, copy_kind, elapsed_out, stall_out):
     """:func:`simulate_per_op` without the input checks, for callers whose inputs are valid by
-    construction (the v1 simulator calls it after every decision)."""
+    construction."""
+    n_ops = compute_time.shape[0]
+    empty = np.zeros(n_ops + 1, dtype=np.bool_)
+    prefix = np.zeros(n_ops + 1)
+    stall_prefix = np.zeros(n_ops + 1)
+    return simulate_window(0, 0.0, 0.0, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start,
+                           copy_done, copy_bytes, copy_kind, elapsed_out, stall_out, empty, prefix, stall_prefix)
+
+
+@njit(cache=True)
+def simulate_window(t0, prefix0, stall0, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start,
+                    copy_done, copy_bytes, copy_kind, elapsed_out, stall_out, empty_out, prefix_out,
+                    stall_prefix_out):
+    """The simulation from iteration ``t0`` on, for an incremental update (no input checks).
+
+    Iteration ``t`` is: the copy-starts issued after op ``t - 1``, the copy-dones op ``t`` waits
+    for, op ``t``. If both queues were empty at the start of iteration ``t0`` of an earlier
+    simulation (``empty_out[t0]``) and nothing before it changed, the run from ``t0`` needs only
+    the total time and stall before it (``prefix0 = prefix_out[t0]``, ``stall0 =
+    stall_prefix_out[t0]``) and the copies issued at or after op ``t0 - 1`` (pass only those, in
+    the same relative order): it then gives the full simulation's figures bit for bit.
+    Writes ``elapsed_out[t]``, ``stall_out[t]``, ``empty_out[t]`` (both queues empty at the start
+    of iteration ``t``), ``prefix_out[t]`` and ``stall_prefix_out[t]`` (total time and stall
+    before iteration ``t``) for ``t >= t0``; returns the program time.
+    """
     n_ops = compute_time.shape[0]
     n = copy_start.shape[0]
     bw = np.float64(slow_bw)
@@ -226,8 +250,12 @@ def simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy
     head = np.zeros(2, dtype=np.int64)
     tail = np.zeros(2, dtype=np.int64)
     nxt = 0
-    total = 0.0
-    for t in range(n_ops + 1):
+    total = prefix0
+    stalled = stall0
+    for t in range(t0, n_ops + 1):
+        empty_out[t] = head[0] == tail[0] and head[1] == tail[1]
+        prefix_out[t] = total
+        stall_prefix_out[t] = stalled
         while nxt < n and copy_start[order[nxt]] == t - 1:  # copy-starts after op t - 1
             tail[copy_kind[order[nxt]]] += 1
             nxt += 1
@@ -236,6 +264,7 @@ def simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy
             stall = _drain_until(fifo, head, tail, rem, bw, wait[0, t], wait[1, t])  # copy-dones
         stall_out[t] = stall
         total += stall
+        stalled += stall
         if t < n_ops:  # op t, draining the queues in its idle slow-memory time
             e = runtime_elapsed(compute_time[t], slow_time[t], fast_time[t], overhead[t])
             elapsed_out[t] = e

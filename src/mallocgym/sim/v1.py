@@ -40,7 +40,7 @@ from numba import njit
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from . import _insert_candidate, buffer_order
-from .runtime import EVICTION, PREFETCH, simulate, simulate_trusted
+from .runtime import EVICTION, PREFETCH, simulate, simulate_window
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "window_candidates",
@@ -90,13 +90,19 @@ State1 = namedtuple("State1", [
     "cp_kind",       #   order as evaluate_v1 builds them (float sums equal to the last bit).
     "slow_bytes",    # int64[T]
     "fast_bytes",    # int64[T]
+    "slow_time",     # float64[T] slow_bytes / slow_bw
+    "fast_time",     # float64[T] fast_bytes / fast_bw
     "elapsed",       # float64[T] last simulated per-op elapsed time
     "stall",         # float64[T+1] last simulated stall before each op (and at the end)
-    "counters",      # int64[5]: decisions made (position in order), chunks opened, forced, chosen, copies
+    "sim_empty",     # bool[T+1] both copy queues empty at the start of iteration t (last simulation)
+    "sim_prefix",    # float64[T+1] program time before iteration t (last simulation)
+    "sim_stall",     # float64[T+1] stall time before iteration t (last simulation)
+    "counters",      # int64[6]: decisions made (position in order), chunks opened, forced, chosen, copies,
+                     #   the first simulation iteration a change since the last simulation touches
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
-POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES = 0, 1, 2, 3, 4
+POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY = 0, 1, 2, 3, 4, 5
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -233,8 +239,9 @@ def new_state(st: Static1) -> State1:
         ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
         cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
         cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64),
-        slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), elapsed=np.zeros(t), stall=np.zeros(t + 1),
-        counters=np.zeros(5, np.int64), totals=np.zeros(3),
+        slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
+        elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), sim_prefix=np.zeros(t + 1),
+        sim_stall=np.zeros(t + 1), counters=np.zeros(6, np.int64), totals=np.zeros(3),
     )
     state.totals[TIME] = current_time(st, state)
     return state
@@ -267,13 +274,25 @@ def copy_into(src, dst):
     dst.cp_kind[:] = src.cp_kind
     dst.slow_bytes[:] = src.slow_bytes
     dst.fast_bytes[:] = src.fast_bytes
+    dst.slow_time[:] = src.slow_time
+    dst.fast_time[:] = src.fast_time
     dst.elapsed[:] = src.elapsed
     dst.stall[:] = src.stall
+    dst.sim_empty[:] = src.sim_empty
+    dst.sim_prefix[:] = src.sim_prefix
+    dst.sim_stall[:] = src.sim_stall
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
 
 
 # ------------------------------------------------------------------------------ cost
+@njit(cache=True, inline="always")
+def _touch(state, t):
+    """Note that simulation iteration ``t`` (and everything after it) changed."""
+    if t < state.counters[DIRTY]:
+        state.counters[DIRTY] = t
+
+
 @njit(cache=True)
 def _add_copy(st, state, key, start, done, nbytes, kind):
     """Insert a copy, keeping the list sorted by key (a key is present at most once)."""
@@ -292,6 +311,7 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
     state.cp_bytes[i] = nbytes
     state.cp_kind[i] = kind
     state.counters[N_COPIES] = n + 1
+    _touch(state, start + 1)
 
 
 @njit(cache=True)
@@ -302,6 +322,7 @@ def _remove_copy(st, state, key):
         i += 1
     if i == n:
         return
+    _touch(state, state.cp_start[i] + 1)
     for j in range(i, n - 1):
         state.cp_key[j] = state.cp_key[j + 1]
         state.cp_start[j] = state.cp_start[j + 1]
@@ -314,26 +335,46 @@ def _remove_copy(st, state, key):
 @njit(cache=True)
 def current_time(st, state):
     """Simulate the program under the current allocations (undecided segments slow); store the
-    per-op results and totals in ``state`` and return the program time."""
+    per-op results and totals in ``state`` and return the program time.
+
+    Incremental: a decision changes the simulation only from the first iteration it touches
+    (``counters[DIRTY]``: an access's op, a copy's issue op + 1); the run restarts from the last
+    iteration before that at which both copy queues were empty, with the time before it reused
+    and only the copies issued from there on (:func:`~mallocgym.sim.runtime.simulate_window`),
+    which gives the full simulation's figures bit for bit."""
     n_ops = st.compute_time.shape[0]
-    slow_bw, fast_bw = st.params[SLOW_BW], st.params[FAST_BW]
-    slow_time = np.empty(n_ops)
-    fast_time = np.empty(n_ops)
-    for t in range(n_ops):
-        slow_time[t] = state.slow_bytes[t] / slow_bw
-        fast_time[t] = state.fast_bytes[t] / fast_bw
+    dirty = state.counters[DIRTY]
+    if dirty > n_ops:
+        return state.totals[TIME]
+    t0 = dirty
+    while t0 > 0 and not state.sim_empty[t0]:
+        t0 -= 1
     n = state.counters[N_COPIES]
-    total = simulate_trusted(st.compute_time, slow_time, fast_time, st.overhead, slow_bw, state.cp_start[:n],
-                             state.cp_done[:n], state.cp_bytes[:n], state.cp_kind[:n], state.elapsed, state.stall)
-    stall = 0.0
-    for t in range(n_ops + 1):
-        stall += state.stall[t]
+    m = 0
+    for i in range(n):
+        if state.cp_start[i] >= t0 - 1:
+            m += 1
+    c_start = np.empty(m, np.int64)
+    c_done = np.empty(m, np.int64)
+    c_bytes = np.empty(m)
+    c_kind = np.empty(m, np.int64)
+    j = 0
     copy_bytes = 0.0
     for i in range(n):
         copy_bytes += state.cp_bytes[i]
+        if state.cp_start[i] >= t0 - 1:
+            c_start[j] = state.cp_start[i]
+            c_done[j] = state.cp_done[i]
+            c_bytes[j] = state.cp_bytes[i]
+            c_kind[j] = state.cp_kind[i]
+            j += 1
+    total = simulate_window(t0, state.sim_prefix[t0], state.sim_stall[t0], st.compute_time, state.slow_time,
+                            state.fast_time, st.overhead, st.params[SLOW_BW], c_start, c_done, c_bytes, c_kind,
+                            state.elapsed, state.stall, state.sim_empty, state.sim_prefix, state.sim_stall)
+    state.counters[DIRTY] = n_ops + 1
     state.totals[TIME] = total
     state.totals[COPY_BYTES] = copy_bytes
-    state.totals[STALL] = stall
+    state.totals[STALL] = state.sim_stall[n_ops] + state.stall[n_ops]
     return total
 
 
@@ -603,6 +644,9 @@ def _price(st, state, b, seg, to_fast):
         else:
             state.slow_bytes[t] += n
             state.fast_bytes[t] -= n
+        state.slow_time[t] = state.slow_bytes[t] / st.params[SLOW_BW]
+        state.fast_time[t] = state.fast_bytes[t] / st.params[FAST_BW]
+        _touch(state, t)
 
 
 @njit(cache=True)
