@@ -4,7 +4,6 @@ up front with one clear error naming the field; buffers larger than fast memory 
 from __future__ import annotations
 
 import json
-import zipfile
 
 import gymnasium as gym
 import numpy as np

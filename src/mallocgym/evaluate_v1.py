@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from .evaluate import Evaluation
 from .hardware import Hardware
 from .scenarios import resolve_hardware
 from .sim import runtime, v1
@@ -40,31 +41,16 @@ _KINDS = {"slow": v1.SLOW, "fast": v1.FAST, "prefetch": v1.PREFETCH_SEG}
 
 
 @dataclass(frozen=True)
-class EvaluationV1:
-    """The cost of one v1 mapping: v0's fields (see :class:`mallocgym.Evaluation`) plus
+class EvaluationV1(Evaluation):
+    """The cost of one v1 mapping: v0's fields (:class:`mallocgym.Evaluation`) plus
     ``stall_time`` (seconds the program waits for late copies), ``copy_bytes`` (bytes moved by
     prefetches and evictions), ``prefetches`` and ``evictions`` (counts).
     ``placed_bytes_fraction`` counts a buffer placed if any of its segments is in fast memory."""
 
-    time: float
-    time_all_slow: float
-    speedup: float
-    placed_bytes_fraction: float
-    placed_buffers: int
-    num_buffers: int
-    compute_bound_ops: float
-    oversized_buffers: int
-    stall_time: float
-    copy_bytes: float
-    prefetches: int
-    evictions: int
-
-    @property
-    def normalized_return(self) -> float:
-        return 1.0 - self.time / self.time_all_slow
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    stall_time: float = 0.0
+    copy_bytes: float = 0.0
+    prefetches: int = 0
+    evictions: int = 0
 
 
 # ------------------------------------------------------------------------------ mapping <-> state
@@ -118,6 +104,16 @@ def _int_field(entry: dict, key: str, where: str) -> int:
     return int(value)
 
 
+def _buffer_of(entry, where: str, n_buffers: int) -> int:
+    """The ``buffer`` field of a mapping entry (an object), checked."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected an object")
+    b = _int_field(entry, "buffer", where)
+    if not 0 <= b < n_buffers:
+        raise ValueError(f"{where}: unknown buffer {b} (the workload has {n_buffers})")
+    return b
+
+
 def _parse(mapping, st: v1.Static1, n_buffers: int):
     """Per segment: kind, offset, prefetch start; per buffer: eviction done op (-1)."""
     if not isinstance(mapping, dict):
@@ -135,11 +131,7 @@ def _parse(mapping, st: v1.Static1, n_buffers: int):
     seen = np.zeros(n_seg, bool)
     for i, entry in enumerate(mapping.get("allocations", [])):
         where = f"v1 mapping: allocation {i}"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where}: expected an object")
-        b = _int_field(entry, "buffer", where)
-        if not 0 <= b < n_buffers:
-            raise ValueError(f"{where}: unknown buffer {b} (the workload has {n_buffers})")
+        b = _buffer_of(entry, where, n_buffers)
         k = _int_field(entry, "segment", where)
         count = int(st.seg_ptr[b + 1] - st.seg_ptr[b])
         if not 0 <= k < count:
@@ -162,11 +154,7 @@ def _parse(mapping, st: v1.Static1, n_buffers: int):
     ev_done = np.full(n_buffers, -1, np.int64)
     for i, entry in enumerate(mapping.get("evictions", [])):
         where = f"v1 mapping: eviction {i}"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where}: expected an object")
-        b = _int_field(entry, "buffer", where)
-        if not 0 <= b < n_buffers:
-            raise ValueError(f"{where}: unknown buffer {b} (the workload has {n_buffers})")
+        b = _buffer_of(entry, where, n_buffers)
         if ev_done[b] >= 0:
             raise ValueError(f"{where}: buffer {b} is evicted twice (a value is evicted at most once)")
         ev_done[b] = _int_field(entry, "done_before", where)

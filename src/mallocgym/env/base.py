@@ -14,11 +14,16 @@ from .._validate import check_int
 from ..scenarios import Scenario, as_hardware, check_capacity, resolve, suite
 from ..workloads import Workload
 
-__all__ = ["ScenarioEnv", "INVALID_ACTION_MODES", "check_bins"]
+__all__ = ["ScenarioEnv", "INVALID_ACTION_MODES", "check_bins", "feature_list"]
 
 INVALID_ACTION_MODES = ("skip", "terminate", "raise")
 _CACHE_SIZE = 128
 SPEC_TYPES = (Workload, Scenario, str, os.PathLike)
+
+
+def feature_list(names: Sequence[str]) -> str:
+    """Numbered feature names for an env docstring."""
+    return "\n      ".join(f"{i}. {name}" for i, name in enumerate(names))
 
 
 def check_bins(memory_bins) -> tuple[int, int]:
@@ -106,6 +111,33 @@ class ScenarioEnv(gym.Env):
             return self._scenarios[0], True
         return self._scenarios[int(self.np_random.integers(len(self._scenarios)))], True
 
+    # A subclass keeps the current episode's compiled scenario in ``_compiled`` (with fields
+    # ``scenario`` and ``static``) and its simulator state in ``_state``.
+    @property
+    def workload(self) -> Workload:
+        """The current episode's workload."""
+        return self._compiled.scenario.workload
+
+    @property
+    def hardware(self):
+        """The current episode's hardware (with its fast-memory size)."""
+        return self._compiled.scenario.hardware
+
+    @property
+    def scenario(self) -> Scenario:
+        """The current episode's scenario."""
+        return self._compiled.scenario
+
+    @property
+    def static(self):
+        """The compiled simulator arrays of the current scenario (read-only)."""
+        return self._compiled.static
+
+    @property
+    def sim_state(self):
+        """The live simulator state (read it, do not modify it; ``clone_state`` copies)."""
+        return self._state
+
     @property
     def scenarios(self) -> list[Scenario]:
         """The scenarios this env samples from at reset."""
@@ -115,6 +147,20 @@ class ScenarioEnv(gym.Env):
         """Use ``other``'s cache of compiled scenarios, so that envs stepped together compile
         each scenario once."""
         self._cache = other._cache
+
+    def render(self):
+        """``"ansi"``: a text summary; ``"rgb_array"``: the memory map; no mode: a warning."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            return None
+        return self._render_rgb() if self.render_mode == "rgb_array" else self._render_text()
+
+    def _repr_fields(self) -> str:
+        return f"K={self.k}"
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(scenarios={len(self._scenarios)}, {self._repr_fields()}, "
+                f"order={self.order!r}, invalid_action={self.invalid_action!r})")
 
     def _check_action(self, action, n: int) -> int:
         """``action`` as an int in ``Discrete(n)``; anything else is a ``ValueError``."""

@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -17,7 +16,7 @@ from ..render import ascii_map, memory_map
 from .._validate import check_int
 from ..scenarios import Scenario, oversized
 from ..workloads import Workload
-from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins
+from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins, feature_list
 
 __all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
 
@@ -212,30 +211,6 @@ class MallocGameEnv(ScenarioEnv):
         self._done = False
 
     @property
-    def workload(self) -> Workload:
-        """The current episode's workload."""
-        return self._compiled.scenario.workload
-
-    @property
-    def hardware(self) -> Hardware:
-        """The current episode's hardware (with its fast-memory size)."""
-        return self._compiled.scenario.hardware
-
-    @property
-    def scenario(self) -> Scenario:
-        return self._compiled.scenario
-
-    @property
-    def static(self) -> sim.Static:
-        """The compiled simulator arrays of the current scenario (read-only)."""
-        return self._compiled.static
-
-    @property
-    def sim_state(self) -> sim.State:
-        """The live simulator state (read it, do not modify it; ``clone_state`` copies)."""
-        return self._state
-
-    @property
     def step_index(self) -> int:
         """How many buffers have been decided."""
         return int(self._state.counters[sim.STEP])
@@ -362,14 +337,9 @@ class MallocGameEnv(ScenarioEnv):
         return self._state.offsets.copy()
 
     # ------------------------------------------------------------------ rendering
-    def render(self):
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
-            return None
-        if self.render_mode == "rgb_array":
-            return memory_map(self.workload, self._state.offsets, self.hardware.fast_capacity,
-                              highlight=None if self._done else self.current_buffer)
-        return self._render_text()
+    def _render_rgb(self) -> np.ndarray:
+        return memory_map(self.workload, self._state.offsets, self.hardware.fast_capacity,
+                          highlight=None if self._done else self.current_buffer)
 
     def _render_text(self) -> str:
         info = self._info(False)
@@ -387,16 +357,9 @@ class MallocGameEnv(ScenarioEnv):
         lines.append(ascii_map(self._image))
         return "\n".join(lines) + "\n"
 
-    def __repr__(self) -> str:
-        return (f"MallocGameEnv(scenarios={len(self._scenarios)}, K={self.k}, order={self.order!r}, "
-                f"invalid_action={self.invalid_action!r})")
-
-
-def _feature_list(names: Sequence[str]) -> str:
-    return "\n      ".join(f"{i}. {name}" for i, name in enumerate(names))
 
 
 MallocGameEnv.__doc__ = MallocGameEnv.__doc__.format(
-    buffer=_feature_list(BUFFER_FEATURES), candidates=_feature_list(CANDIDATE_FEATURES),
-    next=_feature_list(NEXT_FEATURES), progress=_feature_list(PROGRESS_FEATURES),
+    buffer=feature_list(BUFFER_FEATURES), candidates=feature_list(CANDIDATE_FEATURES),
+    next=feature_list(NEXT_FEATURES), progress=feature_list(PROGRESS_FEATURES),
 )

@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -18,7 +17,7 @@ from ..scenarios import Scenario, oversized
 from ..sim import ORDERS, v1, v1_obs
 from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..workloads import Workload
-from .base import ScenarioEnv, check_bins
+from .base import ScenarioEnv, check_bins, feature_list
 
 __all__ = ["MallocGameV1Env", "GameStateV1", "KIND_NAMES"]
 
@@ -182,7 +181,7 @@ class MallocGameV1Env(ScenarioEnv):
         return self._compile_cached(scenario, cache, build)
 
     def _start(self, compiled: _Compiled) -> None:
-        self._c = compiled
+        self._compiled = compiled
         st = compiled.static
         self._state = v1.new_state(st)
         self._table = v1_obs.make_table(st.seg_use.shape[0], self.k, self.j)
@@ -192,47 +191,25 @@ class MallocGameV1Env(ScenarioEnv):
 
     def _advance(self) -> None:
         """Play forced positions (only SLOW legal) and observe the next real choice."""
-        c = self._c
+        c = self._compiled
         s = v1_obs.advance(c.static, self._state, self._table, self._obs, c.peak_live, c.total_bytes)
         self._done = s < 0
-
-    @property
-    def workload(self) -> Workload:
-        return self._c.scenario.workload
-
-    @property
-    def hardware(self) -> Hardware:
-        return self._c.scenario.hardware
-
-    @property
-    def scenario(self) -> Scenario:
-        return self._c.scenario
-
-    @property
-    def static(self) -> v1.Static1:
-        """The compiled v1 arrays of the current scenario (read-only)."""
-        return self._c.static
-
-    @property
-    def sim_state(self) -> v1.State1:
-        """The live simulator state (read it; ``clone_state`` copies)."""
-        return self._state
 
     @property
     def current_segment(self) -> int:
         """The global id of the segment to decide now (-1 at the end)."""
         pos = int(self._state.counters[v1.POS])
-        return int(self._c.static.order[pos]) if pos < self._c.static.seg_use.shape[0] else -1
+        return int(self._compiled.static.order[pos]) if pos < self._compiled.static.seg_use.shape[0] else -1
 
     def _position(self) -> tuple[int, int]:
         """``(current segment, its buffer)``, -1s at the end."""
         s = self.current_segment
-        return s, (int(self._c.static.seg_buf[s]) if s >= 0 else -1)
+        return s, (int(self._compiled.static.seg_buf[s]) if s >= 0 else -1)
 
     @property
     def current_buffer(self) -> int:
         s = self.current_segment
-        return int(self._c.static.seg_buf[s]) if s >= 0 else -1
+        return int(self._compiled.static.seg_buf[s]) if s >= 0 else -1
 
     def action_meaning(self, action: int) -> tuple[str, int, int]:
         """``(kind, offset, prefetch start)`` of ``action`` now (``("illegal", -1, -1)`` if masked)."""
@@ -250,7 +227,7 @@ class MallocGameV1Env(ScenarioEnv):
         a = self._check_action(action, self.n_actions)
         if self._done:
             raise RuntimeError("step() called after the episode ended; call reset()")
-        st, state = self._c.static, self._state
+        st, state = self._compiled.static, self._state
         invalid = self._table.kind[a] < 0
         if invalid and self.invalid_action == "raise":
             raise ValueError(f"action {a} is masked at segment {self.current_segment} (buffer {self.current_buffer}); "
@@ -261,14 +238,14 @@ class MallocGameV1Env(ScenarioEnv):
                 v1.apply(st, state, int(st.order[state.counters[v1.POS]]), v1.SLOW, -1, -1)
                 state.counters[v1.POS] += 1
             self._done = True
-            v1_obs.observe(st, state, -1, self._table, self._obs, self._c.peak_live, self._c.total_bytes)
+            v1_obs.observe(st, state, -1, self._table, self._obs, self._compiled.peak_live, self._compiled.total_bytes)
         else:
             s = self.current_segment
             if invalid:
                 kind, off, pstart = v1.SLOW, -1, -1
             else:
                 kind, off, pstart = int(self._table.kind[a]), int(self._table.off[a]), int(self._table.pstart[a])
-            c = self._c
+            c = self._compiled
             nxt = v1_obs.step(st, state, self._table, self._obs, s, kind, off, pstart, c.peak_live, c.total_bytes)
             self._done = nxt < 0
         reward = (before - float(state.totals[v1.TIME])) / float(st.params[v1.TIME_ALL_SLOW])
@@ -297,7 +274,7 @@ class MallocGameV1Env(ScenarioEnv):
         return out
 
     def _info(self, invalid: bool) -> dict[str, Any]:
-        st, state = self._c.static, self._state
+        st, state = self._compiled.static, self._state
         segment, buffer = self._position()
         time = float(state.totals[v1.TIME])
         slow = float(st.params[v1.TIME_ALL_SLOW])
@@ -306,7 +283,7 @@ class MallocGameV1Env(ScenarioEnv):
             "speedup": slow / time, "stall_time": float(state.totals[v1.STALL]),
             "copy_bytes": float(state.totals[v1.COPY_BYTES]),
             "forced_decisions": int(state.counters[v1.FORCED]), "agent_decisions": int(state.counters[v1.CHOSEN]),
-            "invalid_action": bool(invalid), "oversized_buffers": self._c.oversized,
+            "invalid_action": bool(invalid), "oversized_buffers": self._compiled.oversized,
             "buffer": buffer, "segment": segment,
         }
 
@@ -319,40 +296,39 @@ class MallocGameV1Env(ScenarioEnv):
         reads): one entry per decided segment and one per eviction."""
         from ..evaluate_v1 import mapping_from_state
 
-        return mapping_from_state(self.workload, self._c.static, self._state)
+        return mapping_from_state(self.workload, self._compiled.static, self._state)
 
     # ------------------------------------------------------------------ search support
     def clone_state(self) -> GameStateV1:
         """A snapshot of the game (array copies), for :meth:`restore_state`."""
-        return GameStateV1(self._c, v1.copy_state(self._state), v1_obs.Table(*(a.copy() for a in self._table)),
+        return GameStateV1(self._compiled, v1.copy_state(self._state), v1_obs.Table(*(a.copy() for a in self._table)),
                            v1_obs.Obs(*(a.copy() for a in self._obs)), self._done)
 
     def restore_state(self, state: GameStateV1) -> None:
         """Return to a snapshot from :meth:`clone_state` (the snapshot stays reusable)."""
         if not isinstance(state, GameStateV1):
             raise TypeError(f"restore_state expects a GameStateV1 from clone_state(), got {type(state).__name__}")
-        self._c = state.compiled
+        self._compiled = state.compiled
         self._state = v1.copy_state(state.sim_state)
         self._table = v1_obs.Table(*(a.copy() for a in state.table))
         self._obs = v1_obs.Obs(*(a.copy() for a in state.obs))
         self._done = state.done
 
     # ------------------------------------------------------------------ rendering
-    def render(self):
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
-            return None
-        if self.render_mode == "rgb_array":
-            image = self._obs.memory
-            rgb = np.zeros((image.shape[1], image.shape[2], 3), dtype=np.uint8)
-            rgb[..., 0] = (255 * image[0]).astype(np.uint8)
-            rgb[..., 2] = (255 * image[1]).astype(np.uint8)
-            return rgb[::-1]
+    def _render_rgb(self) -> np.ndarray:
+        """The observation's occupancy image (red) and current window (blue), address 0 at the bottom."""
+        image = self._obs.memory
+        rgb = np.zeros((image.shape[1], image.shape[2], 3), dtype=np.uint8)
+        rgb[..., 0] = (255 * image[0]).astype(np.uint8)
+        rgb[..., 2] = (255 * image[1]).astype(np.uint8)
+        return rgb[::-1]
+
+    def _render_text(self) -> str:
         info = self._info(False)
         w = self.workload
         lines = [
             f"MallocGame-v1  {self.scenario.name}  ({w.num_ops} ops, {w.num_buffers} buffers, "
-            f"{self._c.static.seg_use.shape[0]} segments, fast memory {self.hardware.fast_capacity} B)",
+            f"{self._compiled.static.seg_use.shape[0]} segments, fast memory {self.hardware.fast_capacity} B)",
             f"step {int(self._state.counters[v1.POS])}  speedup {info['speedup']:.4f}  "
             f"stall {info['stall_time']:.3g} s  copied {info['copy_bytes']:.0f} B",
         ]
@@ -363,16 +339,11 @@ class MallocGameV1Env(ScenarioEnv):
         lines.append(ascii_map(self._obs.memory[0].astype(np.float64)))
         return "\n".join(lines) + "\n"
 
-    def __repr__(self) -> str:
-        return (f"MallocGameV1Env(scenarios={len(self._scenarios)}, K={self.k}, J={self.j}, order={self.order!r}, "
-                f"invalid_action={self.invalid_action!r})")
-
-
-def _feature_list(names: Sequence[str]) -> str:
-    return "\n      ".join(f"{i}. {name}" for i, name in enumerate(names))
+    def _repr_fields(self) -> str:
+        return f"K={self.k}, J={self.j}"
 
 
 MallocGameV1Env.__doc__ = MallocGameV1Env.__doc__.format(
-    buffer=_feature_list(BUFFER_FEATURES), segment=_feature_list(SEGMENT_FEATURES),
-    actions=_feature_list(ACTION_FEATURES), progress=_feature_list(PROGRESS_FEATURES),
+    buffer=feature_list(BUFFER_FEATURES), segment=feature_list(SEGMENT_FEATURES),
+    actions=feature_list(ACTION_FEATURES), progress=feature_list(PROGRESS_FEATURES),
 )

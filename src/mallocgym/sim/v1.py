@@ -39,7 +39,7 @@ from numba import njit
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
-from . import _insert_candidate, buffer_order
+from . import _insert_candidate
 from .runtime import EVICTION, PREFETCH, simulate, simulate_window
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
