@@ -160,3 +160,20 @@ def test_incremental_time_equals_a_full_simulation_bit_for_bit():
         assert info["time"] == full
         restarts += int(state.sim_empty[1:].any())
     assert restarts > 0  # the queues were empty somewhere: the restart path was taken
+
+
+def test_next_lists_the_following_buffers_in_decision_order():
+    env = MallocGameV1Env(SCENARIO, n_next=3)
+    obs, _ = env.reset(seed=0)
+    st = env.static
+    table = env.structured(obs)["next"]
+    assert table.shape == (3, 7)
+    order = [int(st.seg_buf[s]) for s in st.order[int(env.sim_state.counters[0]):]]
+    following = []
+    for b in order:
+        if b != env.current_buffer and (not following or following[-1] != b) and len(following) < 3:
+            following.append(b)
+    w, t = env.workload, env.workload.num_ops
+    for row, b in zip(table, following):
+        assert row[0] == 1.0
+        assert row[2] == pytest.approx(w.start[b] / t) and row[3] == pytest.approx(w.end[b] / t)

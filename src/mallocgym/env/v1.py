@@ -15,7 +15,7 @@ from ..hardware import Hardware
 from ..render import ascii_map
 from ..scenarios import Scenario, oversized
 from ..sim import ORDERS, v1, v1_obs
-from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..workloads import Workload
 from .base import ScenarioEnv, check_bins, feature_list
 
@@ -84,8 +84,12 @@ class MallocGameV1Env(ScenarioEnv):
       {buffer}
     - ``"segment"`` ``(9,)``:
       {segment}
-    - ``"actions"`` ``((1 + K + J * K) * 6,)``, rows ``[n_actions, 6]``, row ``a`` is action ``a``:
+    - ``"actions"`` ``((1 + K + J * K) * 6,)``, rows ``[n_actions, 6]``, row ``a`` is action ``a``
+      (v0's ``"candidates"``, one row per action):
       {actions}
+    - ``"next"`` ``(L * 7,)``, rows ``[L, 7]``: the next ``L = n_next`` buffers in decision order
+      (default 8):
+      {next}
     - ``"memory"`` ``(2 * A * B,)``: fast-memory occupancy by the chunks over ``A`` address and
       ``B`` time bins, and the current segment's window (channel 1).
     - ``"progress"`` ``(6,)``:
@@ -114,7 +118,7 @@ class MallocGameV1Env(ScenarioEnv):
 
     ## Arguments
 
-    As v0 (``workload``, ``hardware``, ``capacity``, ``n_candidates``, ``memory_bins``,
+    As v0 (``workload``, ``hardware``, ``capacity``, ``n_candidates``, ``n_next``, ``memory_bins``,
     ``order``, ``invalid_action``, ``split``, ``suite_name``, ``render_mode``), plus ``n_starts``
     ``J`` (4) and ``ratios`` (the prefetch picker's min / preferred / max overlap-to-copy
     ratios, MSA's test values ``(0.8, 1.5, 10)``). ``order``: ``"boundedness"`` (MSA's,
@@ -135,6 +139,7 @@ class MallocGameV1Env(ScenarioEnv):
         capacity: int | None = None,
         n_candidates: int = 16,
         n_starts: int = 4,
+        n_next: int = 8,
         memory_bins: tuple[int, int] = (32, 32),
         ratios: tuple[float, float, float] = (0.8, 1.5, 10.0),
         order: str = "boundedness",
@@ -145,6 +150,7 @@ class MallocGameV1Env(ScenarioEnv):
     ):
         self.k = check_int(n_candidates, "n_candidates", low=1, high=_MAX_CANDIDATES)
         self.j = check_int(n_starts, "n_starts", low=1, high=4)
+        self.n_next = check_int(n_next, "n_next", low=1, high=_MAX_CANDIDATES)
         self.memory_bins = check_bins(memory_bins)
         if (isinstance(ratios, (str, bytes)) or not isinstance(ratios, Sequence) or len(ratios) != 3
                 or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < float("inf")
@@ -162,6 +168,7 @@ class MallocGameV1Env(ScenarioEnv):
             "buffer": spaces.Box(shape=(len(BUFFER_FEATURES),), **unit),
             "segment": spaces.Box(shape=(len(SEGMENT_FEATURES),), **unit),
             "actions": spaces.Box(shape=(self.n_actions * len(ACTION_FEATURES),), **unit),
+            "next": spaces.Box(shape=(self.n_next * len(NEXT_FEATURES),), **unit),
             "memory": spaces.Box(shape=(2 * a_bins * t_bins,), **unit),
             "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
             "action_mask": spaces.MultiBinary(self.n_actions),
@@ -185,7 +192,7 @@ class MallocGameV1Env(ScenarioEnv):
         st = compiled.static
         self._state = v1.new_state(st)
         self._table = v1_obs.make_table(st.seg_use.shape[0], self.k, self.j)
-        self._obs = v1_obs.make_obs(self.k, self.j, *self.memory_bins)
+        self._obs = v1_obs.make_obs(self.k, self.j, *self.memory_bins, n_next=self.n_next)
         self._done = False
         self._advance()
 
@@ -257,8 +264,8 @@ class MallocGameV1Env(ScenarioEnv):
     def _observation(self) -> dict[str, np.ndarray]:
         o = self._obs
         return {"buffer": o.buffer.copy(), "segment": o.segment.copy(), "actions": o.actions.reshape(-1).copy(),
-                "memory": o.memory.reshape(-1).copy(), "progress": o.progress.copy(),
-                "action_mask": o.action_mask.copy()}
+                "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
+                "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
 
     def observation(self) -> dict[str, np.ndarray]:
         """The current observation (a copy), e.g. after :meth:`restore_state`."""
@@ -270,6 +277,7 @@ class MallocGameV1Env(ScenarioEnv):
         out = dict(obs)
         lead = obs["buffer"].shape[:-1]
         out["actions"] = obs["actions"].reshape(*lead, self.n_actions, len(ACTION_FEATURES))
+        out["next"] = obs["next"].reshape(*lead, self.n_next, len(NEXT_FEATURES))
         out["memory"] = obs["memory"].reshape(*lead, 2, a_bins, t_bins)
         return out
 
@@ -345,5 +353,5 @@ class MallocGameV1Env(ScenarioEnv):
 
 MallocGameV1Env.__doc__ = MallocGameV1Env.__doc__.format(
     buffer=feature_list(BUFFER_FEATURES), segment=feature_list(SEGMENT_FEATURES),
-    actions=feature_list(ACTION_FEATURES), progress=feature_list(PROGRESS_FEATURES),
+    actions=feature_list(ACTION_FEATURES), next=feature_list(NEXT_FEATURES), progress=feature_list(PROGRESS_FEATURES),
 )

@@ -16,7 +16,8 @@ from . import v1
 from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
                  TIME_ALL_SLOW, interval_time, segment_options)
 
-__all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "PROGRESS_FEATURES", "Table", "Obs",
+__all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "NEXT_FEATURES", "PROGRESS_FEATURES", "Table",
+           "Obs",
            "make_table", "make_obs", "options", "observe", "advance", "step"]
 
 BUFFER_FEATURES = (
@@ -50,6 +51,15 @@ ACTION_FEATURES = (
     "all-slow time between the prefetch start and the use / copy time (/ 4, clipped; PREFETCH)",
     "bytes of copies in flight over the prefetch start / capacity (clipped; PREFETCH)",
 )
+NEXT_FEATURES = (
+    "present (1) or padding (0)",
+    "size / capacity (clipped at 1)",
+    "live-range start / T",
+    "live-range end / T",
+    "1 if a program input",
+    "1 if a program output",
+    "segments of the buffer / 16 (clipped at 1)",
+)
 PROGRESS_FEATURES = (
     "segments decided / segments",
     "program time / all-slow time",
@@ -70,7 +80,7 @@ Table = namedtuple("Table", [
     "ids",       # int64[S + 1] scratch
 ])
 
-Obs = namedtuple("Obs", ["buffer", "segment", "actions", "memory", "progress", "action_mask"])
+Obs = namedtuple("Obs", ["buffer", "segment", "actions", "next", "memory", "progress", "action_mask"])
 
 
 def make_table(n_segments: int, k: int, j: int) -> Table:
@@ -80,10 +90,11 @@ def make_table(n_segments: int, k: int, j: int) -> Table:
                  np.zeros(n_segments + 1, np.int64))
 
 
-def make_obs(k: int, j: int, a_bins: int, t_bins: int) -> Obs:
+def make_obs(k: int, j: int, a_bins: int, t_bins: int, n_next: int = 8) -> Obs:
     n_actions = 1 + k + j * k
     return Obs(np.zeros(len(BUFFER_FEATURES), np.float32), np.zeros(len(SEGMENT_FEATURES), np.float32),
-               np.zeros((n_actions, len(ACTION_FEATURES)), np.float32), np.zeros((2, a_bins, t_bins), np.float32),
+               np.zeros((n_actions, len(ACTION_FEATURES)), np.float32),
+               np.zeros((n_next, len(NEXT_FEATURES)), np.float32), np.zeros((2, a_bins, t_bins), np.float32),
                np.zeros(len(PROGRESS_FEATURES), np.float32), np.zeros(n_actions, np.int8))
 
 
@@ -131,6 +142,29 @@ def _in_flight(st, state, p):
 
 
 @njit(cache=True)
+def _observe_next(st, state, b, out, cap, t_den):
+    """The next ``L`` buffers in decision order after ``b`` (rows of ``out``)."""
+    n = st.seg_use.shape[0]
+    pos = state.counters[0]
+    row = 0
+    last = b
+    while pos < n and row < out.shape[0]:
+        nb = st.seg_buf[st.order[pos]]
+        pos += 1
+        if nb == last:
+            continue
+        last = nb
+        out[row, 0] = 1.0
+        out[row, 1] = _clip(st.size[nb] / cap)
+        out[row, 2] = st.start[nb] / t_den
+        out[row, 3] = st.end[nb] / t_den
+        out[row, 4] = 1.0 if st.def_op[nb] < 0 else 0.0
+        out[row, 5] = float(st.is_output[nb])
+        out[row, 6] = _clip((st.seg_ptr[nb + 1] - st.seg_ptr[nb]) / 16.0)
+        row += 1
+
+
+@njit(cache=True)
 def observe(st, state, s, table, obs, peak_live, total_bytes):
     """Write the observation of segment ``s`` (``-1``: the episode is over) into ``obs``."""
     n_ops = st.compute_time.shape[0]
@@ -140,6 +174,7 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
     n_seg = st.seg_use.shape[0]
     obs.buffer[:] = 0.0
     obs.segment[:] = 0.0
+    obs.next[:, :] = 0.0
     obs.actions[:, :] = 0.0
     obs.action_mask[:] = 0
     # memory image, channel 0: fast-memory occupancy over (address, time) bins
@@ -175,6 +210,7 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
         obs.actions[0, 0] = 1.0
         return
     b = st.seg_buf[s]
+    _observe_next(st, state, b, obs.next, cap, t_den)
     size = float(st.size[b])
     first = st.seg_ptr[b]
     n_b = st.seg_ptr[b + 1] - first
