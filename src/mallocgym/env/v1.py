@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numba
 import numpy as np
 from gymnasium import spaces
 
@@ -32,6 +33,7 @@ class _Compiled:
     oversized: int
     peak_live: float
     total_bytes: float
+    time_all_slow: float
 
 
 @dataclass
@@ -183,7 +185,7 @@ class MallocGameV1Env(ScenarioEnv):
                                    n_candidates=self.k, ratios=self.ratios)
             w = scenario.workload
             return _Compiled(scenario, static, oversized(w, scenario.hardware), float(w.peak_live_bytes),
-                             float(w.total_bytes))
+                             float(w.total_bytes), float(static.params[v1.TIME_ALL_SLOW]))
 
         return self._compile_cached(scenario, cache, build)
 
@@ -195,6 +197,20 @@ class MallocGameV1Env(ScenarioEnv):
         self._obs = v1_obs.make_obs(self.k, self.j, *self.memory_bins, n_next=self.n_next)
         self._done = False
         self._advance()
+        self._bind_step_kernel()
+
+    def _bind_step_kernel(self) -> None:
+        """``v1_obs.step``'s compiled entry point for this episode's argument types: numba's
+        dispatcher types every argument at every call (about 10 us for the ~60 arrays of a step),
+        the entry point of the overload already chosen does not. Falls back to the dispatcher."""
+        c = self._compiled
+        args = (c.static, self._state, self._table, self._obs, 0, 0, 0, 0, c.peak_live, c.total_bytes)
+        try:
+            sig = tuple(numba.typeof(a) for a in args)
+            v1_obs.step.compile(sig)
+            self._step_kernel = v1_obs.step.overloads[sig].entry_point
+        except (AttributeError, KeyError, TypeError):  # another numba: the plain call
+            self._step_kernel = v1_obs.step
 
     def _advance(self) -> None:
         """Play forced positions (only SLOW legal) and observe the next real choice."""
@@ -253,9 +269,9 @@ class MallocGameV1Env(ScenarioEnv):
             else:
                 kind, off, pstart = int(self._table.kind[a]), int(self._table.off[a]), int(self._table.pstart[a])
             c = self._compiled
-            nxt = v1_obs.step(st, state, self._table, self._obs, s, kind, off, pstart, c.peak_live, c.total_bytes)
+            nxt = self._step_kernel(st, state, self._table, self._obs, s, kind, off, pstart, c.peak_live, c.total_bytes)
             self._done = nxt < 0
-        reward = (before - float(state.totals[v1.TIME])) / float(st.params[v1.TIME_ALL_SLOW])
+        reward = (before - float(state.totals[v1.TIME])) / self._compiled.time_all_slow
         info = self._info(invalid)
         if self._done:
             info["mapping"] = self.mapping()
@@ -285,7 +301,7 @@ class MallocGameV1Env(ScenarioEnv):
         st, state = self._compiled.static, self._state
         segment, buffer = self._position()
         time = float(state.totals[v1.TIME])
-        slow = float(st.params[v1.TIME_ALL_SLOW])
+        slow = self._compiled.time_all_slow
         return {
             "action_mask": self._obs.action_mask.copy(), "time": time, "time_all_slow": slow,
             "speedup": slow / time, "stall_time": float(state.totals[v1.STALL]),
@@ -321,6 +337,16 @@ class MallocGameV1Env(ScenarioEnv):
         self._table = v1_obs.Table(*(a.copy() for a in state.table))
         self._obs = v1_obs.Obs(*(a.copy() for a in state.obs))
         self._done = state.done
+        self._bind_step_kernel()
+
+    def __getstate__(self) -> dict:
+        out = dict(self.__dict__)
+        out.pop("_step_kernel", None)  # a compiled entry point does not pickle: bound again on load
+        return out
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind_step_kernel()
 
     # ------------------------------------------------------------------ rendering
     def _render_rgb(self) -> np.ndarray:
