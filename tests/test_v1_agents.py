@@ -169,3 +169,33 @@ def test_make_readme_keeps_v1_results_in_their_own_tables(tmp_path):
     assert v0 < v1
     assert "| unet-infer@1/8 | **2.000** |" in text[v0:v1] and "3.000" not in text[v0:v1]
     assert "| unet-infer@1/8 | **3.000** |" in text[v1:]
+
+
+@pytest.mark.parametrize("edit, text", [
+    (lambda m: m["allocations"][0].pop("kind"), "allocation 0 (buffer"),
+    (lambda m: m["allocations"][0].update(buffer=10**6), "allocation 0: unknown buffer 1000000"),
+    (lambda m: m["allocations"][0].update(segment=999), "has no segment 999"),
+    (lambda m: m["allocations"][0].update(kind="fastest"), "field 'kind' = 'fastest'"),
+    (lambda m: m["allocations"].append(dict(m["allocations"][0])), "the segment is allocated twice"),
+    (lambda m: m.update(format="other"), "field 'format' must be 'mallocgym-v1-mapping'"),
+    (lambda m: m["allocations"][0].update(use_op=-7), "field 'use_op' = -7 but the segment ends at op"),
+])
+def test_cli_evaluate_names_the_bad_entry(capsys, tmp_path, edit, text):
+    assert main(["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "greedy", "--json"]) == 0
+    mapping = json.loads(capsys.readouterr().out)["mapping"]
+    edit(mapping)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(mapping))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["evaluate", "mlp-train-s0@1/8", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and text in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_cli_evaluate_rejects_a_file_that_is_not_json(capsys, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    code = main(["evaluate", "mlp-train-s0@1/8", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "invalid JSON" in err
