@@ -506,6 +506,34 @@ def prefetch_window(st, state, s):
 
 
 @njit(cache=True)
+def _last_covering(st, lo, hi, u, need):
+    """The largest ``p`` in ``[lo, hi]`` whose interval to ``u`` covers ``need`` seconds, or
+    ``lo - 1``. ``I(p)`` shrinks as ``p`` grows (prefix sums of times >= 0): a binary search."""
+    a, b = lo - 1, hi  # invariant: p <= a covers (or a = lo - 1); p > b does not
+    while a < b:
+        m = (a + b + 1) // 2
+        if _covers(st, interval_time(st, m, u), need):
+            a = m
+        else:
+            b = m - 1
+    return a
+
+
+@njit(cache=True)
+def _first_within(st, lo, hi, u, bound):
+    """The smallest ``p`` in ``[lo, hi]`` whose interval to ``u`` is at most ``bound`` seconds,
+    or ``hi + 1`` (binary search, as :func:`_last_covering`)."""
+    a, b = lo, hi + 1  # invariant: p >= b is within; p < a is not
+    while a < b:
+        m = (a + b) // 2
+        if _covers(st, bound, interval_time(st, m, u)):
+            b = m
+        else:
+            a = m + 1
+    return a
+
+
+@njit(cache=True)
 def prefetch_starts(st, state, s, out):
     """The picker's prefetch issue ops for segment ``s`` into ``out[J]``, distinct, in the order
     preferred, latest, earliest, midpoint; return how many (0 if no prefetch is possible).
@@ -522,21 +550,9 @@ def prefetch_starts(st, state, s, out):
     b = st.seg_buf[s]
     copy = st.size[b] / st.params[SLOW_BW]
     cap_time = st.iparams[CAPACITY] / st.params[SLOW_BW]
-    latest = lo
-    preferred = lo
-    for p in range(hi, lo - 1, -1):
-        if _covers(st, interval_time(st, p, u), st.params[MIN_RATIO] * copy):
-            latest = p
-            break
-    for p in range(hi, lo - 1, -1):
-        if _covers(st, interval_time(st, p, u), st.params[PREF_RATIO] * copy):
-            preferred = p
-            break
-    earliest = hi
-    for p in range(lo, hi + 1):
-        if _covers(st, st.params[MAX_RATIO] * cap_time, interval_time(st, p, u)):
-            earliest = p
-            break
+    latest = max(_last_covering(st, lo, hi, u, st.params[MIN_RATIO] * copy), lo)
+    preferred = max(_last_covering(st, lo, hi, u, st.params[PREF_RATIO] * copy), lo)
+    earliest = min(_first_within(st, lo, hi, u, st.params[MAX_RATIO] * cap_time), hi)
     mid = (earliest + latest) // 2
     picks = (preferred, latest, earliest, mid)
     n = 0
