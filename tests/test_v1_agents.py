@@ -199,3 +199,11 @@ def test_cli_evaluate_rejects_a_file_that_is_not_json(capsys, tmp_path):
     code = main(["evaluate", "mlp-train-s0@1/8", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "invalid JSON" in err
+
+
+def test_top_level_evaluate_v1_is_the_function_even_after_its_module_is_imported():
+    import mallocgym
+    import mallocgym.evaluate_v1  # noqa: F401  (would shadow a lazily defined function)
+
+    r = solve(SCENARIO, "greedy", env="v1")
+    assert mallocgym.evaluate_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware).speedup == r.speedup

@@ -1,5 +1,10 @@
 """The simulator: numba kernels over plain numpy arrays.
 
+This package's top level is MallocGame-v0's simulator (whole-live-range placement, the shared gap
+search and candidate ranking); :mod:`mallocgym.sim.v1` holds v1's rules (segments, prefetches,
+evictions), :mod:`mallocgym.sim.runtime` MSA's runtime cost model and :mod:`mallocgym.sim.v1_obs`
+v1's observation kernels.
+
 Nothing here knows about Gymnasium. A scenario is compiled once into a :class:`Static` tuple of
 read-only arrays (workload, cost model, decision order); a game position is a :class:`State`
 tuple of arrays that the kernels mutate in place and that copies cheaply (``clone_state``).
