@@ -207,3 +207,36 @@ def test_top_level_evaluate_v1_is_the_function_even_after_its_module_is_imported
 
     r = solve(SCENARIO, "greedy", env="v1")
     assert mallocgym.evaluate_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware).speedup == r.speedup
+
+
+def test_write_results_keeps_v1_mappings_in_a_compressed_file(tmp_path, results):
+    from mallocgym.harness import load_mappings, write_results
+
+    rows = list(results.values())
+    write_results(rows, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert all("mapping" not in d and d["env"] == "v1" for d in doc)
+    mappings = load_mappings(tmp_path / "out")
+    assert set(mappings) == {(r.scenario, r.agent) for r in rows}
+    for r in rows:
+        assert evaluate_v1(SCENARIO.workload, mappings[(r.scenario, r.agent)], SCENARIO.hardware).time == r.time
+    with pytest.raises(ValueError, match="no such file"):
+        load_mappings(tmp_path)
+
+
+def test_the_published_v1_entry_reprices_to_its_table():
+    """Two rows of baselines/v1-default-test: their stored mappings check and price as published."""
+    from pathlib import Path
+
+    from mallocgym.harness import load_mappings
+    from mallocgym.scenarios import resolve
+
+    folder = Path(__file__).resolve().parents[1] / "baselines" / "v1-default-test"
+    mappings = load_mappings(folder)
+    rows = [r for r in json.loads((folder / "results.json").read_text()) if r["scenario"] == "unet-infer@1/8"
+            and r["agent"] in ("greedy", "mcts:time_limit=20")]
+    assert len(rows) == 2
+    scenario = resolve("unet-infer@1/8")
+    for r in rows:
+        ev = evaluate_v1(scenario.workload, mappings[(r["scenario"], r["agent"])], scenario.hardware)
+        assert ev.speedup == r["speedup"]

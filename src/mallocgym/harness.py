@@ -6,6 +6,7 @@ Results come as :class:`Result` rows and are written as Markdown, CSV and JSON.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import time
@@ -23,7 +24,7 @@ from .agents import Agent, Solution, make_agent
 from .evaluate import evaluate
 from .scenarios import Scenario
 
-__all__ = ["Result", "solve", "bench", "to_markdown", "to_csv", "write_results"]
+__all__ = ["Result", "solve", "bench", "to_markdown", "to_csv", "write_results", "load_mappings"]
 
 
 @dataclass
@@ -221,7 +222,9 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None) -> Path:
-    """Write ``results.md``, ``results.csv`` and ``results.json`` (each atomically) into ``out_dir``.
+    """Write ``results.md``, ``results.csv`` and ``results.json`` (each atomically) into ``out_dir``;
+    MallocGame-v1 results keep their mappings in ``mappings.json.gz`` (:func:`load_mappings`)
+    instead of ``results.json``, which has v0's offsets.
 
     All three texts are made before anything is written, so a failure (no results, a value that
     does not serialise) creates neither the folder nor any file.
@@ -232,10 +235,35 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a folder")
     header = f"Command: `{command}`\n\n" if command else ""
+    v1_rows = [r for r in results if r.env == "v1"]
+    rows = [r.to_dict(with_offsets=r.env != "v1") for r in results]
     texts = {"results.md": header + to_markdown(results), "results.csv": to_csv(results),
-             "results.json": json.dumps([r.to_dict() for r in results], indent=1) + "\n"}
+             "results.json": json.dumps(rows, indent=1) + "\n"}
+    blobs = {}
+    if v1_rows:  # v1 mappings run to megabytes as JSON: one compressed file beside the results
+        mappings = {f"{r.scenario}|{r.agent}": r.mapping for r in v1_rows}
+        blobs[MAPPINGS_FILE] = gzip.compress(json.dumps(mappings, separators=(",", ":")).encode(), mtime=0)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
         with atomic_write(out / name) as handle:
             handle.write(text)
+    for name, blob in blobs.items():
+        with atomic_write(out / name, "wb") as handle:
+            handle.write(blob)
     return out
+
+
+MAPPINGS_FILE = "mappings.json.gz"
+
+
+def load_mappings(folder: str | Path) -> dict[tuple[str, str], dict]:
+    """The MallocGame-v1 mappings :func:`write_results` stored in ``folder``, keyed by
+    ``(scenario, agent)`` (each one :func:`mallocgym.evaluate_v1` checks and prices)."""
+    path = Path(folder) / MAPPINGS_FILE
+    try:
+        data = json.loads(gzip.decompress(path.read_bytes()))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file (only bench --env v1 --out writes it)") from None
+    except (OSError, EOFError, ValueError) as exc:
+        raise ValueError(f"{path}: not a gzip-compressed JSON file of mappings ({exc})") from None
+    return {tuple(key.split("|", 1)): mapping for key, mapping in data.items()}
