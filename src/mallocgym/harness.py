@@ -19,8 +19,8 @@ import numpy as np
 
 from ._files import atomic_write
 from ._progress import Progress
-from .agents.base import plays_v1
 from .agents import Agent, Solution, make_agent
+from .agents.base import plays_v1
 from .evaluate import evaluate
 from .scenarios import Scenario
 
@@ -74,18 +74,27 @@ class Result:
 ENVS = ("v0", "v1")
 
 
+def _check_env(env: str) -> None:
+    if env not in ENVS:
+        raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
+
+
+def _check_plays(agent: Agent, env: str) -> None:
+    """An agent that cannot play ``env`` is one clear error, before anything runs."""
+    if env == "v1" and not plays_v1(agent):
+        raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
+                         "rollout, beam or mcts")
+
+
 def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0, env: str = "v0") -> Result:
     """Run ``agent`` on ``scenario`` in game ``env`` (``"v0"`` or ``"v1"``), time it, and check
     its mapping with ``evaluate()`` (v0) or ``evaluate_v1()`` (v1)."""
-    if env not in ENVS:
-        raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
+    _check_env(env)
     from . import _jit, sim
 
     _jit.announce_compile((sim.run_greedy, sim.first_conflict))  # once per process, when not cached yet
     agent = make_agent(agent) if isinstance(agent, str) else agent
-    if env == "v1" and not plays_v1(agent):
-        raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
-                         "rollout, beam or mcts")
+    _check_plays(agent, env)
     begin = time.perf_counter()
     solution = agent.solve_v1(scenario, seed=seed) if env == "v1" else agent.solve(scenario, seed=seed)
     wall = time.perf_counter() - begin
@@ -153,14 +162,10 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
     if twice:
         raise ValueError(f"scenario {', '.join(map(repr, twice))} is given twice: results are keyed by scenario "
                          f"name, so give each scenario once")
-    if env not in ENVS:
-        raise ValueError(f"unknown game version {env!r}; expected one of {', '.join(ENVS)}")
+    _check_env(env)
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
-    if env == "v1":
-        for agent in agents:
-            if not plays_v1(agent):
-                raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, "
-                                 "greedy, rollout, beam or mcts")
+    for agent in agents:
+        _check_plays(agent, env)
     _warm_up()
     results = []
     with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:

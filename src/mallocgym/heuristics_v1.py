@@ -17,23 +17,9 @@ from numba import njit
 
 from .scenarios import Scenario
 from .sim import v1, v1_obs
+from .sim.v1_obs import advance_forced, play
 
-__all__ = ["V1_POLICIES", "complete_greedy", "greedy_move", "advance_forced", "play_v1", "new_game"]
-
-
-@njit(cache=True)
-def advance_forced(st, state, table):
-    """Play SLOW at every forced position from the current one; return the next segment with a
-    real choice (its table filled), or -1 at the end."""
-    n = st.seg_use.shape[0]
-    while state.counters[v1.POS] < n:
-        s = st.order[state.counters[v1.POS]]
-        if v1_obs.options(st, state, s, table) > 0:
-            return s
-        v1.apply(st, state, s, v1.SLOW, -1, -1)
-        state.counters[v1.POS] += 1
-        state.counters[v1.FORCED] += 1
-    return -1
+__all__ = ["V1_POLICIES", "complete_greedy", "greedy_move", "play_v1", "new_game"]
 
 
 @njit(cache=True)
@@ -54,14 +40,10 @@ def greedy_move(st, state, s, table, work):
     return best_a
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def play_action(st, state, s, table, a):
-    """Play table action ``a`` at segment ``s`` and the forced positions after it; return the
-    next segment with a choice (-1 at the end)."""
-    v1.apply(st, state, s, table.kind[a], table.off[a], table.pstart[a])
-    state.counters[v1.POS] += 1
-    state.counters[v1.CHOSEN] += 1
-    return advance_forced(st, state, table)
+    """Play table action ``a`` at segment ``s`` (:func:`mallocgym.sim.v1_obs.play`)."""
+    return play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
 
 
 @njit(cache=True)

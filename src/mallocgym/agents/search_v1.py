@@ -15,7 +15,7 @@ the same UCT as on v0 (:class:`mallocgym.agents.search._UCT`).
 from __future__ import annotations
 
 from ..evaluate_v1 import mapping_from_state
-from ..heuristics_v1 import advance_forced, complete_greedy, greedy_move, new_game
+from ..heuristics_v1 import complete_greedy, greedy_move, new_game
 from ..scenarios import Scenario
 from ..sim import v1, v1_obs
 from .base import Solution
@@ -32,7 +32,7 @@ class V1Game:
         self.scenario = scenario
         self.st, root, self.table, self.work = new_game(scenario, n_candidates=n_candidates, n_starts=n_starts)
         self.k, self.fast_branch = n_candidates, fast_branch
-        advance_forced(self.st, root, self.table)
+        v1_obs.advance_forced(self.st, root, self.table)
         self.root = root
         self.scratch = v1.copy_state(root)
         self.best_state = v1.copy_state(root)
@@ -56,13 +56,8 @@ class V1Game:
 
     def play(self, state, move):
         """A new state: ``move`` played at ``state``'s segment, then the forced positions."""
-        st = self.st
         out = v1.copy_state(state)
-        s = int(st.order[out.counters[v1.POS]])
-        v1.apply(st, out, s, move[0], move[1], move[2])
-        out.counters[v1.POS] += 1
-        out.counters[v1.CHOSEN] += 1
-        advance_forced(st, out, self.table)
+        v1_obs.play(self.st, out, self.table, int(self.st.order[out.counters[v1.POS]]), *move)
         return out
 
     def complete(self, state) -> float:

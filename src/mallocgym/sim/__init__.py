@@ -374,12 +374,16 @@ def _bucket_width(workload: Workload) -> int:
     return max(1, int(round(float(duration.mean()))))
 
 
+def compute_times(workload: Workload, hardware: Hardware) -> np.ndarray:
+    """Each op's compute time (s): ``max(flops / peak_flops, transcendentals / rate)``."""
+    return np.maximum(workload.flops / hardware.peak_flops, workload.transcendentals / hardware.transcendental_rate)
+
+
 def compile_scenario(workload: Workload, hardware: Hardware, order: str = "boundedness") -> Static:
     """Arrays of the scenario that stay fixed during an episode (``hardware.fast_capacity`` set)."""
     if hardware.fast_capacity is None:
         raise ValueError("hardware.fast_capacity is unset; resolve the scenario's hardware first")
-    compute = np.maximum(workload.flops / hardware.peak_flops,
-                         workload.transcendentals / hardware.transcendental_rate)
+    compute = compute_times(workload, hardware)
     width = _bucket_width(workload)
     n_buckets = (workload.num_ops + width - 1) // width
     params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, 0.0])

@@ -39,12 +39,12 @@ from numba import njit
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
-from . import _insert_candidate
+from . import ORDERS, _insert_candidate, buffer_order, compute_times
 from .runtime import EVICTION, PREFETCH, simulate, simulate_window
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "window_candidates",
-           "prefetch_starts", "check_allocation", "current_time"]
+           "prefetch_starts", "current_time"]
 
 UNDECIDED, SLOW, FAST, PREFETCH_SEG = 0, 1, 2, 3
 DEF_GROUP = -2  # acc_seg of an access priced by the buffer's production (the definition op's accesses)
@@ -156,33 +156,36 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
     ``ratios``: the prefetch picker's min / preferred / max overlap-to-copy ratios (MSA's test
     values by default). ``order`` orders the buffers as v0 does (``"boundedness"``: MSA's).
     """
-    from . import compile_scenario
-
     if hardware.fast_capacity is None:
         raise ValueError("hardware.fast_capacity is unset; resolve the scenario's hardware first")
-    v0 = compile_scenario(workload, hardware, order)
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; expected one of {', '.join(ORDERS)}")
+    compute = compute_times(workload, hardware)
     def_op, is_output, seg_ptr, seg_use, seg_prev, acc_seg = segments_of(workload)
     seg_buf = np.repeat(np.arange(workload.num_buffers, dtype=np.int64), np.diff(seg_ptr))
-    buffers = v0.order if order != "boundedness" else v1_order(workload, hardware, v0)
+    if order == "boundedness":
+        buffers = v1_order(workload, hardware, compute)
+    else:  # v0's "start" and "size" orders do not read the benefits
+        buffers = buffer_order(np.zeros(workload.num_buffers), workload.size, workload.start, workload.end, order)
     seg_order = np.concatenate([np.arange(seg_ptr[b], seg_ptr[b + 1], dtype=np.int64) for b in buffers]) \
         if seg_use.size else np.zeros(0, dtype=np.int64)
     slow_bytes = np.zeros(workload.num_ops, np.int64)
     np.add.at(slow_bytes, workload.access_op, workload.access_bytes)
     slow_time = slow_bytes / hardware.slow_bw  # as current_time prices it
-    all_slow = np.maximum(v0.compute_time, slow_time + hardware.op_overhead)
+    # the all-slow run of the runtime model: its total (so all-slow's speedup is exactly 1.0) and
+    # each op's elapsed time, whose prefix sums time the picker's intervals
+    none = np.zeros(0, np.int64)
+    all_slow = np.zeros(workload.num_ops)
+    slow_total = simulate(compute, slow_time, np.zeros(workload.num_ops), hardware.op_overhead,
+                          hardware.slow_bw, none, none, np.zeros(0), none, all_slow, np.zeros(workload.num_ops + 1))
     cum = np.zeros(workload.num_ops + 1)
     cum[1:] = np.cumsum(all_slow)
-    # the all-slow program time exactly as the runtime model sums it (so all-slow's speedup is 1.0)
-    none = np.zeros(0, np.int64)
-    slow_total = simulate(v0.compute_time, slow_time, np.zeros(workload.num_ops), hardware.op_overhead,
-                          hardware.slow_bw, none, none, np.zeros(0), none, np.zeros(workload.num_ops),
-                          np.zeros(workload.num_ops + 1))
     params = np.array([hardware.slow_bw, hardware.fast_bw, hardware.op_overhead, slow_total,
                        ratios[0], ratios[1], ratios[2], 0.0])
     iparams = np.array([hardware.fast_capacity, hardware.alignment, n_starts, n_candidates], dtype=np.int64)
     st = Static1(workload.size, workload.start, workload.end, workload.access_ptr, workload.access_op,
                  workload.access_bytes, acc_seg, def_op, is_output, seg_ptr, seg_use, seg_prev, seg_buf,
-                 seg_order, v0.compute_time, np.full(workload.num_ops, float(hardware.op_overhead)), cum, params,
+                 seg_order, compute, np.full(workload.num_ops, float(hardware.op_overhead)), cum, params,
                  iparams)
     for arr in st[6:]:
         if isinstance(arr, np.ndarray) and arr.flags.writeable:
@@ -190,7 +193,7 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
     return st
 
 
-def v1_order(workload: Workload, hardware: Hardware, v0) -> np.ndarray:
+def v1_order(workload: Workload, hardware: Hardware, compute: np.ndarray) -> np.ndarray:
     """MSA's order (``MemoryBoundednessBufferIntervalComparator::GetTuple``): memory boundedness
     descending, then size descending, duration descending, latest use ascending, start, id.
 
@@ -202,7 +205,6 @@ def v1_order(workload: Workload, hardware: Hardware, v0) -> np.ndarray:
     slow = np.zeros(workload.num_ops)
     np.add.at(slow, workload.access_op, workload.access_bytes / slow_bw)
     mem = slow + hardware.op_overhead
-    compute = v0.compute_time
     n = workload.num_buffers
     bounded = np.zeros(n)
     latest = np.zeros(n, dtype=np.int64)
@@ -613,40 +615,6 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
 
 
 @njit(cache=True)
-def check_allocation(st, state, s, kind, off, pstart):
-    """0 if ``(kind, off, pstart)`` is a physically legal allocation of segment ``s`` now, else an
-    error code: 1 unknown kind, 2 FAST not allowed here, 3 chunk not free, 4 bad offset (outside
-    fast memory or misaligned), 5 prefetch start outside the allowed window, 6 FAST on a later
-    segment at another offset than the previous one."""
-    b = st.seg_buf[s]
-    size = st.size[b]
-    if kind == SLOW:
-        return 0
-    if kind != FAST and kind != PREFETCH_SEG:
-        return 1
-    first = s == st.seg_ptr[b]
-    if kind == FAST and not first:
-        if state.seg_kind[s - 1] != FAST and state.seg_kind[s - 1] != PREFETCH_SEG:
-            return 2
-        if off != state.seg_off[s - 1]:
-            return 6
-        return 0 if keep_legal(st, state, s) else 3
-    if kind == FAST and st.def_op[b] < 0:
-        return 2
-    if off < 0 or off > st.iparams[CAPACITY] - size or off % st.iparams[ALIGNMENT] != 0:
-        return 4
-    if kind == FAST:
-        lo = st.def_op[b]
-    else:
-        wlo, whi = prefetch_window(st, state, s)
-        if pstart < wlo or pstart > whi:
-            return 5
-        lo = pstart + 1
-    hi = st.seg_use[s]
-    return 0 if _first_blocked(st, state, b, off, lo, hi) > hi else 3
-
-
-@njit(cache=True)
 def _price(st, state, b, seg, to_fast):
     """Move the accesses priced by ``seg`` (a segment id, or DEF_GROUP) of buffer ``b``."""
     for a in range(st.access_ptr[b], st.access_ptr[b + 1]):
@@ -734,7 +702,7 @@ def _update_eviction(st, state, b):
 
 @njit(cache=True)
 def apply(st, state, s, kind, off, pstart):
-    """Allocate segment ``s`` (legal: :func:`check_allocation` returned 0) and return the change
+    """Allocate segment ``s`` (a legal move: one of :func:`segment_options`') and return the change
     of program time (seconds; negative = faster). Does not move the decision position."""
     before = state.totals[TIME]
     b = st.seg_buf[s]
@@ -764,22 +732,3 @@ def apply(st, state, s, kind, off, pstart):
             _price(st, state, b, DEF_GROUP, True)
     _update_eviction(st, state, b)
     return current_time(st, state) - before
-
-
-@njit(cache=True)
-def only_slow_legal(st, state, s, ids, scratch_off, scratch_starts):
-    """Whether SLOW is the one legal allocation of segment ``s`` (a forced step)."""
-    b = st.seg_buf[s]
-    if st.size[b] > st.iparams[CAPACITY]:
-        return True
-    if s == st.seg_ptr[b]:
-        if st.def_op[b] >= 0 and window_candidates(st, state, b, st.def_op[b], st.seg_use[s], 1, ids,
-                                                   scratch_off) > 0:
-            return False
-    elif keep_legal(st, state, s):
-        return False
-    n = prefetch_starts(st, state, s, scratch_starts)
-    for j in range(n):
-        if window_candidates(st, state, b, scratch_starts[j] + 1, st.seg_use[s], 1, ids, scratch_off) > 0:
-            return False
-    return True

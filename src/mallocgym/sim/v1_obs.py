@@ -18,7 +18,7 @@ from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_
 
 __all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "NEXT_FEATURES", "PROGRESS_FEATURES", "Table",
            "Obs",
-           "make_table", "make_obs", "options", "observe", "advance", "step"]
+           "make_table", "make_obs", "options", "observe", "advance_forced", "play", "advance", "step"]
 
 BUFFER_FEATURES = (
     "size / fast-memory capacity (clipped at 1)",
@@ -269,28 +269,43 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
 
 
 @njit(cache=True)
-def advance(st, state, table, obs, peak_live, total_bytes):
-    """Play the forced positions (only SLOW legal) from the current one, then fill the table and
-    the observation of the next real choice. Returns that segment, or -1 at the end."""
+def advance_forced(st, state, table):
+    """Play SLOW at every forced position (only SLOW legal) from the current one; return the next
+    segment with a real choice (its action table filled), or -1 at the end."""
     n = st.seg_use.shape[0]
-    s = -1
-    while state.counters[0] < n:
-        s = st.order[state.counters[0]]
+    while state.counters[v1.POS] < n:
+        s = st.order[state.counters[v1.POS]]
         if options(st, state, s, table) > 0:
-            break
+            return s
         v1.apply(st, state, s, SLOW, -1, -1)
-        state.counters[0] += 1
-        state.counters[2] += 1
-        s = -1
+        state.counters[v1.POS] += 1
+        state.counters[v1.FORCED] += 1
+    return -1
+
+
+@njit(cache=True)
+def play(st, state, table, s, kind, off, pstart):
+    """Allocate segment ``s`` as chosen, then :func:`advance_forced`; return the next segment
+    with a choice (-1 at the end)."""
+    v1.apply(st, state, s, kind, off, pstart)
+    state.counters[v1.POS] += 1
+    state.counters[v1.CHOSEN] += 1
+    return advance_forced(st, state, table)
+
+
+@njit(cache=True)
+def advance(st, state, table, obs, peak_live, total_bytes):
+    """:func:`advance_forced`, then the observation of the next real choice. Returns that
+    segment, or -1 at the end."""
+    s = advance_forced(st, state, table)
     observe(st, state, s, table, obs, peak_live, total_bytes)
     return s
 
 
 @njit(cache=True)
 def step(st, state, table, obs, s, kind, off, pstart, peak_live, total_bytes):
-    """The env's step in one kernel call: allocate segment ``s`` as chosen, then :func:`advance`.
-    Returns the next segment with a choice (-1 at the end)."""
-    v1.apply(st, state, s, kind, off, pstart)
-    state.counters[0] += 1
-    state.counters[3] += 1
-    return advance(st, state, table, obs, peak_live, total_bytes)
+    """The env's step in one kernel call: :func:`play`, then the observation. Returns the next
+    segment with a choice (-1 at the end)."""
+    nxt = play(st, state, table, s, kind, off, pstart)
+    observe(st, state, nxt, table, obs, peak_live, total_bytes)
+    return nxt
