@@ -148,6 +148,23 @@ class ScenarioEnv(gym.Env):
         each scenario once."""
         self._cache = other._cache
 
+    def observation(self) -> dict[str, np.ndarray]:
+        """The current observation (a copy), e.g. after :meth:`restore_state`."""
+        return self._observation()
+
+    def structured(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Views of an observation (or a batch of them, leading axes kept) with its tables in
+        their natural shapes (the subclass's ``_table_shapes``)."""
+        out = dict(obs)
+        lead = obs["buffer"].shape[:-1]
+        for key, shape in self._table_shapes().items():
+            out[key] = obs[key].reshape(*lead, *shape)
+        return out
+
+    def action_masks(self) -> np.ndarray:
+        """Legal actions as bools (True = legal), the method sb3-contrib's MaskablePPO calls."""
+        return self._obs.action_mask.astype(bool)
+
     def render(self):
         """``"ansi"``: a text summary; ``"rgb_array"``: the memory map; no mode: a warning."""
         if self.render_mode is None:

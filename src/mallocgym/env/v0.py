@@ -266,20 +266,10 @@ class MallocGameEnv(ScenarioEnv):
                 "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
                 "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
 
-    def structured(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Views of an observation (or a batch of them, leading axes kept) in their natural
-        shapes: ``candidates [..., K, 9]``, ``next [..., L, 7]``, ``memory [..., 2, A, B]``."""
-        a_bins, t_bins = self.memory_bins
-        out = dict(obs)
-        lead = obs["buffer"].shape[:-1]
-        out["candidates"] = obs["candidates"].reshape(*lead, self.k, len(CANDIDATE_FEATURES))
-        out["next"] = obs["next"].reshape(*lead, self.n_next, len(NEXT_FEATURES))
-        out["memory"] = obs["memory"].reshape(*lead, 2, a_bins, t_bins)
-        return out
-
-    def observation(self) -> dict[str, np.ndarray]:
-        """The current observation (a copy), e.g. after :meth:`restore_state`."""
-        return self._observation()
+    def _table_shapes(self) -> dict[str, tuple[int, ...]]:
+        """``structured``'s shapes: ``candidates [K, 9]``, ``next [L, 7]``, ``memory [2, A, B]``."""
+        return {"candidates": (self.k, len(CANDIDATE_FEATURES)), "next": (self.n_next, len(NEXT_FEATURES)),
+                "memory": (2, *self.memory_bins)}
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         st = self._compiled.static
@@ -296,10 +286,6 @@ class MallocGameEnv(ScenarioEnv):
             "buffer": self.current_buffer,
             "step": int(self._state.counters[sim.STEP]),
         }
-
-    def action_masks(self) -> np.ndarray:
-        """Legal actions as bools (True = legal), the method sb3-contrib's MaskablePPO calls."""
-        return self._obs.action_mask.astype(bool)
 
     def kernel_arrays(self) -> KernelArrays:
         """The current episode's live kernel arrays (valid until the next ``reset`` or

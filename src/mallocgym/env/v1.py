@@ -283,22 +283,13 @@ class MallocGameV1Env(ScenarioEnv):
                 "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
                 "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
 
-    def observation(self) -> dict[str, np.ndarray]:
-        """The current observation (a copy), e.g. after :meth:`restore_state`."""
-        return self._observation()
-
-    def structured(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Views in natural shapes: ``actions [..., n_actions, 6]``, ``memory [..., 2, A, B]``."""
-        a_bins, t_bins = self.memory_bins
-        out = dict(obs)
-        lead = obs["buffer"].shape[:-1]
-        out["actions"] = obs["actions"].reshape(*lead, self.n_actions, len(ACTION_FEATURES))
-        out["next"] = obs["next"].reshape(*lead, self.n_next, len(NEXT_FEATURES))
-        out["memory"] = obs["memory"].reshape(*lead, 2, a_bins, t_bins)
-        return out
+    def _table_shapes(self) -> dict[str, tuple[int, ...]]:
+        """``structured``'s shapes: ``actions [n_actions, 6]``, ``next [L, 7]``, ``memory [2, A, B]``."""
+        return {"actions": (self.n_actions, len(ACTION_FEATURES)), "next": (self.n_next, len(NEXT_FEATURES)),
+                "memory": (2, *self.memory_bins)}
 
     def _info(self, invalid: bool) -> dict[str, Any]:
-        st, state = self._compiled.static, self._state
+        state = self._state
         segment, buffer = self._position()
         time = float(state.totals[v1.TIME])
         slow = self._compiled.time_all_slow
@@ -310,10 +301,6 @@ class MallocGameV1Env(ScenarioEnv):
             "invalid_action": bool(invalid), "oversized_buffers": self._compiled.oversized,
             "buffer": buffer, "segment": segment,
         }
-
-    def action_masks(self) -> np.ndarray:
-        """Legal actions as bools (True = legal), the method sb3-contrib's MaskablePPO calls."""
-        return self._obs.action_mask.astype(bool)
 
     def mapping(self) -> dict:
         """The allocations so far as a v1 mapping (the JSON form :func:`mallocgym.evaluate_v1`
