@@ -296,12 +296,12 @@ def price(st: v1.Static1, kind, off, pstart, ev_done) -> tuple[float, np.ndarray
     return total, elapsed, stall
 
 
-def _validated(workload: Workload, mapping, hardware, order: str):
+def _validated(workload: Workload, mapping, hardware):
     """Parse and check ``mapping``: ``(hardware, static, kind, off, pstart, ev_done, chunks)``."""
     if isinstance(mapping, (str, os.PathLike)):
         mapping = load_mapping(mapping)
     hardware = resolve_hardware(workload, hardware)
-    st = v1.compile_v1(workload, hardware, order)
+    st = v1.compile_v1(workload, hardware, "start")  # checking and pricing never read the decision order
     kind, off, pstart, ev_done = _parse(mapping, st, workload.num_buffers)
     chunks: list = []
     for b in range(workload.num_buffers):
@@ -325,7 +325,7 @@ def chunks_v1(workload: Workload, mapping, hardware: Hardware | str | None = Non
     pictures: ``{"buffer", "first_op", "last_op", "offset", "size", "prefetched", "first_use",
     "evict_from", "prefetch_after"}`` (``evict_from``: the first op the chunk is held only until its eviction
     completes, or None; ``prefetch_after``: the op its prefetch is issued after, or None)."""
-    _, st, kind, _, pstart, _, chunks = _validated(workload, mapping, hardware, "boundedness")
+    _, st, kind, _, pstart, _, chunks = _validated(workload, mapping, hardware)
     out = []
     for lo, hi, o, b, _, produced, first_use, evict_from in chunks:
         out.append({"buffer": int(b), "first_op": int(lo), "last_op": int(hi), "offset": int(o),
@@ -335,14 +335,14 @@ def chunks_v1(workload: Workload, mapping, hardware: Hardware | str | None = Non
     return out
 
 
-def evaluate_v1(workload: Workload, mapping: dict | str | os.PathLike, hardware: Hardware | str | None = None,
-                *, order: str = "boundedness") -> EvaluationV1:
+def evaluate_v1(workload: Workload, mapping: dict | str | os.PathLike,
+                hardware: Hardware | str | None = None) -> EvaluationV1:
     """Validate a v1 mapping (a dict, or a JSON file path) and return its cost.
 
-    ``hardware`` defaults as in :func:`mallocgym.evaluate`. ``order`` only matters for the
-    compiled tables, not the result (validation does not replay decisions in order).
+    ``hardware`` defaults as in :func:`mallocgym.evaluate`. Validation does not replay decisions,
+    so the result does not depend on the env's decision order.
     """
-    hardware, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware, order)
+    hardware, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware)
     total, elapsed, stall = price(st, kind, off, pstart, ev_done)
     slow_total = float(st.params[v1.TIME_ALL_SLOW])
     placed = np.zeros(workload.num_buffers, bool)
