@@ -104,7 +104,8 @@ class ReferenceV1:
                                for t in range(self.T)]
         # ---------------------------------------------------------------- segments
         self.def_op = []
-        self.is_output = [self.end[b] == self.T - 1 for b in range(self.N)]
+        outputs = workload.outputs  # None: every buffer live at the last op
+        self.is_output = [(b in outputs) if outputs is not None else self.end[b] == self.T - 1 for b in range(self.N)]
         self.segments = []      # global id -> (buffer, index in buffer, prev, use)
         self.seg_ids = []       # buffer -> its global segment ids, in time order
         for b in range(self.N):
@@ -315,7 +316,13 @@ class ReferenceV1:
         return evictions[b]
 
     def prefetch_window(self, s):
-        _, _, prev, u = self.segments[s]
+        """After the slow copy exists and after the value last left fast memory: back through
+        the uses just before ``s`` that read slow memory."""
+        b, k, _, u = self.segments[s]
+        ids = self.seg_ids[b]
+        while k > 0 and self.kind(ids[k - 1]) == SLOW:
+            k -= 1
+        prev = self.segments[ids[k]][2]
         return max(prev, self.slow_from(s)), u - 1
 
     def offset_ok(self, b, off):

@@ -202,7 +202,7 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
     for s in range(first, last):
         k = s - first
         where = f"{label}, segment {k} (use at op {int(st.seg_use[s])})"
-        u, prev = int(st.seg_use[s]), int(st.seg_prev[s])
+        u = int(st.seg_use[s])
         if kind[s] == v1.SLOW:
             if chunk is not None:
                 chunks.append((*chunk[:3], b, where, *chunk[3:], -1))
@@ -225,10 +225,13 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
             chunk = [d, u, o, d, u]  # [first op, last op, offset, definition (-1: prefetched), first use]
         else:
             p = int(pstart[s])
-            lo = max(prev, slow_from)
+            j = s  # the copy may be issued before earlier uses that read slow memory
+            while j > first and kind[j - 1] == v1.SLOW:
+                j -= 1
+            lo = max(int(st.seg_prev[j]), slow_from)
             if not lo <= p <= u - 1:
-                raise ValueError(f"{where}: prefetch after op {p} must lie in [{lo}, {u - 1}] (after the segment "
-                                 "starts and a slow copy exists, before the use)")
+                raise ValueError(f"{where}: prefetch after op {p} must lie in [{lo}, {u - 1}] (after a slow copy "
+                                 "exists and the value last left fast memory, before the use)")
             chunk = [p + 1, u, o, -1, u]  # a prefetched chunk: its copy is in flight up to its first use
     if chunk is not None:
         chunks.append((*chunk[:3], b, f"{label}, segment {last - 1 - first}", *chunk[3:], -1))

@@ -5,13 +5,16 @@ A buffer's **definition** is its first write access (op ``d``); a buffer with no
 distinct ops of its other accesses after ``d`` (for an input: all its accesses), in op order; a
 **segment** runs from the definition (or the previous use point, or ``s - 1`` for an input's
 first) to a use point, and is priced by one decision. A defined buffer with no later access has
-one segment ending at ``d`` itself. An **output** is a buffer live at the last op.
+one segment ending at ``d`` itself. An **output** is one of ``workload.outputs`` (by default every
+buffer live at the last op).
 
 Decisions, one per segment (kinds): ``SLOW`` (the use reads slow memory), ``FAST`` (first
 segment of a defined buffer: produced in fast memory at an offset and kept to the use; later
 segment: kept at the previous segment's offset up to this use), ``PREFETCH`` (an async copy from
 slow memory issued after op ``p`` and done before the use, the chunk at offset ``o`` held over
-``[p + 1, use]``; ``p`` >= the segment's start and >= the op after which a slow copy exists).
+``[p + 1, use]``; ``p`` >= the op after which a slow copy exists and >= the start of the run of
+``SLOW`` segments just before this one, so a prefetch may be issued before earlier uses that read
+slow memory).
 
 **Evictions are added by the rules**: a value produced fast has no slow copy; the first time after
 its initial run of ``FAST`` segments that a slow copy is needed (a ``SLOW`` use at ``u``: done by
@@ -59,7 +62,7 @@ Static1 = namedtuple("Static1", [
     "access_bytes",  # int64[A]
     "acc_seg",       # int64[A] global segment pricing the access, DEF_GROUP, or NO_ACCESS (never)
     "def_op",        # int64[N] definition op, -1 for a program input
-    "is_output",     # int64[N] 1 if live at the last op
+    "is_output",     # int64[N] 1 for a program output (workload.output_mask)
     "seg_ptr",       # int64[N+1] CSR: buffer b's segments are seg_ptr[b]:seg_ptr[b+1], in time order
     "seg_use",       # int64[S] the use op ending each segment
     "seg_prev",      # int64[S] the op it starts after (definition, previous use, or start - 1)
@@ -115,10 +118,10 @@ def segments_of(workload: Workload):
     Returns ``def_op[N]``, ``is_output[N]``, ``seg_ptr[N+1]``, ``seg_use[S]``, ``seg_prev[S]``,
     ``acc_seg[A]`` (see :class:`Static1`).
     """
-    n, last = workload.num_buffers, workload.num_ops - 1
+    n = workload.num_buffers
     ptr, ops, write = workload.access_ptr, workload.access_op, workload.access_write
     def_op = np.full(n, -1, dtype=np.int64)
-    is_output = (workload.end == last).astype(np.int64)
+    is_output = workload.output_mask.astype(np.int64)
     seg_ptr = np.zeros(n + 1, dtype=np.int64)
     seg_use, seg_prev = [], []
     acc_seg = np.full(workload.num_accesses, NO_ACCESS, dtype=np.int64)
@@ -499,8 +502,17 @@ def _slow_copy_from(st, state, s):
 
 @njit(cache=True)
 def prefetch_window(st, state, s):
-    """``(lo, hi)``: the prefetch issue ops allowed for segment ``s`` (empty when lo > hi)."""
-    lo = st.seg_prev[s]
+    """``(lo, hi)``: the prefetch issue ops allowed for segment ``s`` (empty when lo > hi).
+
+    The copy may be issued before earlier uses that read slow memory (as MSA's earliest prefetch
+    time is when the slow copy exists, not the previous use): back through the run of ``SLOW``
+    segments just before ``s``, to the start of the first of them, and no earlier than the slow
+    copy."""
+    b = st.seg_buf[s]
+    j = s
+    while j > st.seg_ptr[b] and state.seg_kind[j - 1] == SLOW:
+        j -= 1
+    lo = st.seg_prev[j]
     avail = _slow_copy_from(st, state, s)
     if avail > lo:
         lo = avail

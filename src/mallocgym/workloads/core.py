@@ -75,6 +75,10 @@ class Workload:
       op_names: ``T`` names (empty tuple if unnamed).
       default_capacity: a fast-memory size that comes with the workload (a MiniMalloc file's
         capacity), used when the hardware profile leaves ``fast_capacity`` unset.
+      outputs: the program's outputs (buffer indices, each live at the last op), or None: then
+        every buffer live at the last op is an output. Only MallocGame-v1 reads it (an output must
+        end in slow memory); in XLA only the entry computation's root value is an output, while a
+        value the last op merely reads is not.
 
     Arrays are copied and made read-only on construction, and the whole workload is validated:
     a bad field raises one ``ValueError`` naming the buffer or op and the field. Integer fields
@@ -96,6 +100,7 @@ class Workload:
     buffer_names: tuple[str, ...] = field(default=())
     op_names: tuple[str, ...] = field(default=())
     default_capacity: int | None = None
+    outputs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
@@ -122,6 +127,35 @@ class Workload:
             except TypeError as exc:
                 raise ValueError(str(exc)) from None
         self._validate()
+        if self.outputs is not None:
+            set_("outputs", self._checked_outputs(self.outputs, where))
+
+    def _checked_outputs(self, outputs, where: str) -> tuple[int, ...]:
+        if isinstance(outputs, (str, bytes)) or not hasattr(outputs, "__iter__"):
+            raise ValueError(f"{where}: field 'outputs' must be a list of buffer indices, got {outputs!r}")
+        out = []
+        last = self.num_ops - 1
+        for i, value in enumerate(outputs):
+            try:
+                b = check_int(value, f"{where}: outputs[{i}]", low=0, high=self.num_buffers - 1)
+            except TypeError as exc:
+                raise ValueError(str(exc)) from None
+            if int(self.end[b]) != last:
+                raise ValueError(f"{where}: outputs[{i}] = buffer {b} ends at op {int(self.end[b])}, but an output "
+                                 f"must be live at the last op ({last})")
+            out.append(b)
+        if len(set(out)) != len(out):
+            raise ValueError(f"{where}: field 'outputs' lists a buffer twice")
+        return tuple(sorted(out))
+
+    @property
+    def output_mask(self) -> np.ndarray:
+        """``bool[N]``: the program's outputs (see ``outputs``)."""
+        if self.outputs is None:
+            return self.end == self.num_ops - 1
+        mask = np.zeros(self.num_buffers, dtype=bool)
+        mask[list(self.outputs)] = True
+        return mask
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod

@@ -80,6 +80,8 @@ def workload_to_dict(workload: Workload) -> dict:
         doc["op_names"] = list(workload.op_names)
     if workload.default_capacity is not None:
         doc["default_capacity"] = workload.default_capacity
+    if workload.outputs is not None:
+        doc["outputs"] = list(workload.outputs)
     doc["buffers"] = buffers
     return doc
 
@@ -133,6 +135,7 @@ def workload_from_dict(doc: dict, where: str = "workload") -> Workload:
         buffer_names=tuple(names) if has_names else (),
         op_names=tuple(doc.get("op_names", ())),
         default_capacity=doc.get("default_capacity"),
+        outputs=doc.get("outputs"),
     )
 
 
@@ -180,6 +183,8 @@ def save_npz(workload: Workload, path: str | os.PathLike) -> None:
         "buffer_names": list(workload.buffer_names), "op_names": list(workload.op_names),
         "default_capacity": workload.default_capacity,
     }
+    if workload.outputs is not None:
+        meta["outputs"] = list(workload.outputs)
     arrays = {"meta": np.array(json.dumps(meta))}
     arrays.update({key: getattr(workload, key) for key in _NPZ_ARRAYS})
     with atomic_write(path, "wb") as handle:
@@ -219,7 +224,7 @@ def load_npz(path: str | os.PathLike) -> Workload:
         raise ValueError(f"{path}: not a mallocgym workload NPZ (format {meta.get('format')!r}, version {meta.get('version')!r})")
     return _wrap(path, lambda: Workload(
         meta["name"], buffer_names=tuple(meta.get("buffer_names", ())), op_names=tuple(meta.get("op_names", ())),
-        default_capacity=meta.get("default_capacity"), **arrays))
+        default_capacity=meta.get("default_capacity"), outputs=meta.get("outputs"), **arrays))
 
 
 # ------------------------------------------------------------------------------ MiniMalloc CSV
