@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 SLOW = -1
-ORDERS = ("boundedness", "start", "size")
+ORDERS = ("boundedness", "start", "size", "spatial")
 
 Static = namedtuple("Static", [
     "size",           # int64[N] bytes
@@ -353,7 +353,9 @@ def buffer_order(benefit: np.ndarray, size: np.ndarray, start: np.ndarray, end: 
 
     ``"boundedness"`` is XLA MSA's: benefit / sqrt(size) descending, then size descending,
     duration descending, start, id. ``"start"``: start, then size descending, id.
-    ``"size"``: size descending, then start, id.
+    ``"size"``: size descending, then start, id. ``"spatial"``: size descending, then
+    duration descending, id (the heap simulator's spatial order, which MSA uses when given no
+    comparator: ``GlobalDecreasingSizeBestFitHeap::GetSpatialBufferIntervalCompare``).
     """
     ids = np.arange(size.shape[0])
     duration = end - start + 1
@@ -363,6 +365,8 @@ def buffer_order(benefit: np.ndarray, size: np.ndarray, start: np.ndarray, end: 
         keys = (ids, -size, start)
     elif order == "size":
         keys = (ids, start, -size)
+    elif order == "spatial":
+        keys = (ids, -duration, -size)
     else:
         raise ValueError(f"unknown order {order!r}; expected one of {', '.join(ORDERS)}")
     return np.lexsort(keys).astype(np.int64)

@@ -46,7 +46,7 @@ from . import ORDERS, _insert_candidate, buffer_order, compute_times
 from .runtime import EVICTION, PREFETCH, simulate, simulate_window
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
-           "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "window_candidates",
+           "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "apply_rules", "window_candidates",
            "prefetch_starts", "current_time"]
 
 UNDECIDED, SLOW, FAST, PREFETCH_SEG = 0, 1, 2, 3
@@ -717,6 +717,15 @@ def apply(st, state, s, kind, off, pstart):
     """Allocate segment ``s`` (a legal move: one of :func:`segment_options`') and return the change
     of program time (seconds; negative = faster). Does not move the decision position."""
     before = state.totals[TIME]
+    apply_rules(st, state, s, kind, off, pstart)
+    return current_time(st, state) - before
+
+
+@njit(cache=True)
+def apply_rules(st, state, s, kind, off, pstart):
+    """:func:`apply` without re-simulating: the allocation, its copies and the eviction it
+    implies. ``state.totals`` is stale until :func:`current_time` runs (which then re-simulates
+    from the earliest op any of the decisions since the last run touched)."""
     b = st.seg_buf[s]
     state.seg_kind[s] = kind
     if kind == FAST and s != st.seg_ptr[b]:
@@ -743,4 +752,3 @@ def apply(st, state, s, kind, off, pstart):
         if kind == FAST and s == st.seg_ptr[b]:
             _price(st, state, b, DEF_GROUP, True)
     _update_eviction(st, state, b)
-    return current_time(st, state) - before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,24 +187,45 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class SimulatorConfig:
-    """The simulator mode (``muzero-sim``): AlphaZero-style search on the exact simulator.
+    """The simulator mode (``muzero-sim``): search on the exact simulator guided by the network
+    (:class:`mallocgym.agents.muzero.simsearch.SimulatorSearch`).
 
     Attributes:
-      num_simulations: simulations per move.
-      value_mix: a leaf's value is ``(1 - value_mix) * network value + value_mix * return of
-        finishing the episode with XLA-like`` (0: the network alone; 1: greedy rollouts alone).
-      keep_xla: return XLA-like's mapping when it is better than the searched one, so the mode
-        is never worse than XLA-like (reported in the solution's info).
+      num_simulations: simulations per move with a choice; each walks to an unexpanded position
+        and expands it: every legal action played and scored by its XLA-like completion, one
+        network call for the new positions.
+      value_mix: a new position's value is ``(1 - value_mix) * network estimate + value_mix *
+        exact return of finishing the episode with XLA-like`` (0: the network alone; 1: exact
+        values alone).
+      keep_xla: must stay true (kept so that older checkpoints load): the search returns the
+        best completion it has seen, XLA-like's own among them, so the mode is never worse than
+        XLA-like by construction (the solution's ``info["kept_xla"]`` says when nothing better
+        was found).
+      prior_temperature: the network's logits are divided by this before the lead bound.
+      max_logit_lead: the prior's logits are raised to at least ``max - max_logit_lead`` (0: the
+        prior zeroed, uniform; then with ``value_mix = 1`` the network is not called). Must be
+        below ``search.c_visit * search.c_scale``, the smallest Q bonus between a node's best and
+        worst child, so that Q can always overrule the prior
+        (:func:`mallocgym.agents.muzero.simsearch.bounded_logits` shows the arithmetic).
     """
 
     num_simulations: int = 32
-    value_mix: float = 0.5
+    value_mix: float = 1.0
     keep_xla: bool = True
+    prior_temperature: float = 1.0
+    max_logit_lead: float = 2.5
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
         _positive("simulator", num_simulations=self.num_simulations)
         _unit("simulator", value_mix=self.value_mix)
+        if not self.keep_xla:
+            raise ValueError("simulator.keep_xla must be true: the simulator search returns the best "
+                             "completion it has seen, XLA-like's own among them")
+        if not (math.isfinite(self.prior_temperature) and self.prior_temperature > 0):
+            raise ValueError(f"simulator.prior_temperature must be a finite number > 0, got {self.prior_temperature!r}")
+        if not (math.isfinite(self.max_logit_lead) and self.max_logit_lead >= 0):
+            raise ValueError(f"simulator.max_logit_lead must be a finite number >= 0, got {self.max_logit_lead!r}")
 
 
 @dataclass(frozen=True)
@@ -347,6 +369,11 @@ class MuZeroConfig:
         for name, cls in _PARTS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"config.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+        least_bonus = self.search.c_visit * self.search.c_scale
+        if not self.simulator.max_logit_lead < least_bonus:
+            raise ValueError(f"simulator.max_logit_lead ({self.simulator.max_logit_lead!r}) must be below "
+                             f"search.c_visit * search.c_scale ({least_bonus!r}), the smallest Q bonus between a "
+                             f"node's best and worst child: otherwise the prior could outrank Q")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""

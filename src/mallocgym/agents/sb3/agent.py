@@ -1,10 +1,15 @@
 """Trained SB3 models as harness agents: ``maskable_ppo:DIR``, ``ppo:DIR``, ``dqn:DIR``.
 
-The agent plays one episode of MallocGame-v0 on the scenario with the env settings it was
-trained with, choosing deterministically (argmax). MaskablePPO predicts with
+The agent plays one episode of the game it was trained on (MallocGame-v0 or -v1, recorded in
+the run's ``train.json`` as ``config.env.version``) on the scenario, with the env settings it
+was trained with, choosing deterministically (argmax). MaskablePPO predicts with
 ``action_masks=env.action_masks()``; PPO and DQN predict without masks, so a masked choice
-follows the env's ``invalid_action`` (by default: the buffer goes to slow memory; the count is
-reported in ``Solution.info["invalid_actions"]``).
+follows the env's ``invalid_action`` (by default: the buffer goes to slow memory, on v1 the use
+reads slow memory; the count is reported in ``Solution.info["invalid_actions"]``).
+
+Asking an agent to play the other version is one ``ValueError``: :meth:`SB3Agent.solve` (v0)
+of a v1 run and :meth:`SB3Agent.solve_v1` of a v0 run refuse, and ``plays_v1`` tells the
+harness before anything runs.
 """
 
 from __future__ import annotations
@@ -14,16 +19,21 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from ...env import MallocGameEnv
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_checkpoint
+from .evaluation import finished_at_reset
 
 __all__ = ["SB3Agent", "sb3_factory"]
 
 
 class SB3Agent:
-    """A trained model from a run directory (or its ``model.zip``)."""
+    """A trained model from a run directory (or its ``model.zip``).
+
+    Attributes:
+      version: the game it was trained on and plays, ``"v0"`` or ``"v1"``.
+      plays_v1: ``version == "v1"`` (read by the harness).
+    """
 
     def __init__(self, path: str | Path, *, algo: str, name: str | None = None):
         th.set_num_threads(1)
@@ -32,9 +42,11 @@ class SB3Agent:
         self.path = Path(path)
         self.name = name or f"{algo}:{self.path.name}"
         self.masked = algo == "maskable_ppo"
+        self.version = self.config.env.version
+        self.plays_v1 = self.version == "v1"
         self.env_kwargs = self.config.env.env_kwargs()
 
-    def act(self, env: MallocGameEnv, obs: dict[str, np.ndarray]) -> int:
+    def act(self, env, obs: dict[str, np.ndarray]) -> int:
         """The model's deterministic action in ``env``'s current position."""
         if self.masked:
             action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
@@ -42,18 +54,38 @@ class SB3Agent:
             action, _ = self.model.predict(obs, deterministic=True)
         return int(np.asarray(action).reshape(()))
 
-    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        env = MallocGameEnv(scenario, **self.env_kwargs)
-        obs, _ = env.reset(seed=seed)
-        invalid = 0
-        steps = 0
+    def _refuse(self, version: str) -> None:
+        if version != self.version:
+            how = "--env v1" if self.version == "v1" else "the default --env v0"
+            raise ValueError(f"agent {self.name!r} was trained on MallocGame-{self.version} and plays only that "
+                             f"version, not MallocGame-{version} (use {how}, or train a {version} agent: "
+                             f"mallocgym train sb3 --env {version})")
+
+    def _play(self, scenario: Scenario, seed: int) -> tuple[dict, int, int]:
+        """``(last info, steps, invalid actions)`` of one deterministic episode."""
+        env = self.config.env.env_class()(scenario, **self.env_kwargs)
+        obs, info = env.reset(seed=seed)
+        if finished_at_reset(env):
+            return dict(info, mapping=env.mapping()), 0, 0
+        invalid = steps = 0
         while True:
             obs, _, terminated, _, info = env.step(self.act(env, obs))
             steps += 1
             invalid += int(info["invalid_action"])
             if terminated:
-                return Solution(np.asarray(info["offsets"], dtype=np.int64),
-                                info={"steps": steps, "invalid_actions": invalid})
+                return info, steps, invalid
+
+    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """One MallocGame-v0 episode (only for a run trained on v0)."""
+        self._refuse("v0")
+        info, steps, invalid = self._play(scenario, seed)
+        return Solution(np.asarray(info["offsets"], dtype=np.int64), info={"steps": steps, "invalid_actions": invalid})
+
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """One MallocGame-v1 episode (only for a run trained on v1); the v1 mapping."""
+        self._refuse("v1")
+        info, steps, invalid = self._play(scenario, seed)
+        return Solution(None, mapping=info["mapping"], info={"steps": steps, "invalid_actions": invalid})
 
 
 def sb3_factory(kind: str, arg: str | None) -> SB3Agent:

@@ -49,10 +49,10 @@ def _policy(algo: str, config: AlgoConfig) -> tuple[Any, dict[str, Any]]:
     if p.extractor == "flat":
         return "MultiInputPolicy", {"net_arch": list(p.net_arch)}
     cls = {"maskable_ppo": MaskableCandidatePolicy, "ppo": CandidatePolicy, "dqn": CandidateDQNPolicy}[algo]
-    kwargs = {"features_extractor_class": CandidateSetExtractor,
-              "features_extractor_kwargs": {"hidden": p.hidden, "memory_bins": tuple(config.env.memory_bins),
-                                            "memory_pool": p.memory_pool}}
-    return cls, kwargs
+    fe_kwargs = {"hidden": p.hidden, "memory_bins": tuple(config.env.memory_bins), "memory_pool": p.memory_pool}
+    if config.env.version == "v1":
+        fe_kwargs["n_starts"] = config.env.starts
+    return cls, {"features_extractor_class": CandidateSetExtractor, "features_extractor_kwargs": fe_kwargs}
 
 
 def build_model(algo: str, config: AlgoConfig, env, *, seed: int = 0, tensorboard_log: str | None = None):
@@ -104,16 +104,20 @@ def read_meta(path: str | os.PathLike) -> tuple[dict[str, Any], AlgoConfig]:
     return meta, config
 
 
-def load_checkpoint(path: str | os.PathLike, *, algo: str | None = None, env=None):
+def load_checkpoint(path: str | os.PathLike, *, algo: str | None = None, env=None, version: str | None = None):
     """``(model, meta, config)`` from a run directory (or its ``model.zip``).
 
-    ``algo``, when given, must match the one in ``train.json``. A missing, truncated or
-    corrupt file raises one ``ValueError`` naming it.
+    ``algo`` and ``version`` (the game, ``"v0"`` or ``"v1"``; runs from before v1 existed
+    count as v0), when given, must match the run's. A missing, truncated or corrupt file raises
+    one ``ValueError`` naming it.
     """
     model_path, _ = run_paths(path)
     meta, config = read_meta(path)
     if algo is not None and meta["algo"] != algo:
         raise ValueError(f"{run_paths(path)[1]}: this run trained {meta['algo']!r}, not {algo!r}")
+    if version is not None and config.env.version != version:
+        raise ValueError(f"{run_paths(path)[1]}: this run was trained on MallocGame-{config.env.version}, "
+                         f"not MallocGame-{version}")
     if not model_path.is_file():
         raise ValueError(f"{model_path}: missing checkpoint")
     th.set_num_threads(1)

@@ -17,11 +17,13 @@ from ...env import INVALID_ACTION_MODES
 from ...sim import ORDERS
 
 __all__ = ["EnvConfig", "PolicyConfig", "MaskablePPOConfig", "PPOConfig", "DQNConfig", "AlgoConfig",
-           "ALGOS", "VEC_KINDS", "EXTRACTORS", "default_config", "config_to_dict", "config_from_dict",
+           "ALGOS", "VEC_KINDS", "EXTRACTORS", "VERSIONS", "default_config", "config_to_dict", "config_from_dict",
            "override"]
 
 VEC_KINDS = ("native", "dummy", "subproc")
 EXTRACTORS = ("set", "flat")
+VERSIONS = ("v0", "v1")
+V1_DEFAULT_STARTS = 4  # MallocGameV1Env's n_starts default
 
 
 def _positive(obj, *names: str) -> None:
@@ -49,16 +51,22 @@ def _integers(obj, *names: str, minimum: int = 1) -> None:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """How the training and evaluation envs are built (``MallocGameEnv`` arguments).
+    """How the training and evaluation envs are built (``MallocGameEnv`` or
+    ``MallocGameV1Env`` arguments, and which of the two).
 
     Attributes:
-      n_candidates: ``K``, candidate offsets offered per buffer (action space ``Discrete(K + 1)``).
+      n_candidates: ``K``, candidate offsets offered per decision (v0: ``Discrete(K + 1)``;
+        v1: ``Discrete(1 + K + J * K)``).
       n_next: ``L``, upcoming buffers shown in ``obs["next"]``.
       memory_bins: ``(A, B)``, address x time bins of the fast-memory image.
       order: decision order of the buffers: ``"boundedness"`` (XLA's), ``"start"`` or ``"size"``.
       invalid_action: what a masked action does in the env (``"skip"``, ``"terminate"``,
         ``"raise"``). PPO and DQN act without masks, so with ``"skip"`` a masked choice leaves
-        the buffer in slow memory.
+        the buffer in slow memory (v1: the use reads slow memory).
+      version: the game, ``"v0"`` (MallocGame-v0, whole-live-range placement) or ``"v1"``
+        (MallocGame-v1, per-use decisions with prefetch). A trained agent plays only this one.
+      n_starts: ``J``, prefetch start times per decision (MallocGame-v1 only, ``1..4``; ``None``
+        means the env's default, 4). Must be ``None`` on v0, which has no prefetches.
     """
 
     n_candidates: int = 16
@@ -66,9 +74,19 @@ class EnvConfig:
     memory_bins: tuple[int, int] = (32, 32)
     order: str = "boundedness"
     invalid_action: str = "skip"
+    version: str = "v0"
+    n_starts: int | None = None
 
     def __post_init__(self):
         _integers(self, "n_candidates", "n_next")
+        if self.version not in VERSIONS:
+            raise ValueError(f"EnvConfig.version must be one of {VERSIONS}, got {self.version!r}")
+        if self.n_starts is not None:
+            if self.version != "v1":
+                raise ValueError(f"EnvConfig.n_starts is MallocGame-v1's number of prefetch start times; "
+                                 f"{self.version} has no prefetches, so leave it unset (got {self.n_starts!r})")
+            if not isinstance(self.n_starts, int) or isinstance(self.n_starts, bool) or not 1 <= self.n_starts <= 4:
+                raise ValueError(f"EnvConfig.n_starts must be an integer in [1, 4], got {self.n_starts!r}")
         bins = tuple(self.memory_bins)
         if len(bins) != 2 or not all(isinstance(b, int) and b >= 1 for b in bins):
             raise ValueError(f"EnvConfig.memory_bins must be two integers >= 1, got {self.memory_bins!r}")
@@ -80,9 +98,35 @@ class EnvConfig:
                              f"got {self.invalid_action!r}")
 
     def env_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``MallocGameEnv`` / ``gym.make("MallocGame-v0", ...)``."""
-        return dict(n_candidates=self.n_candidates, n_next=self.n_next, memory_bins=self.memory_bins,
-                    order=self.order, invalid_action=self.invalid_action)
+        """Keyword arguments for ``MallocGameEnv`` / ``gym.make("MallocGame-v0", ...)``, or on v1
+        for ``MallocGameV1Env`` / ``gym.make("MallocGame-v1", ...)`` (with ``n_starts``)."""
+        kwargs = dict(n_candidates=self.n_candidates, n_next=self.n_next, memory_bins=self.memory_bins,
+                      order=self.order, invalid_action=self.invalid_action)
+        if self.version == "v1":
+            kwargs["n_starts"] = self.starts
+        return kwargs
+
+    @property
+    def starts(self) -> int:
+        """``J`` on v1 (``n_starts``, or the env's default 4); 0 on v0."""
+        if self.version != "v1":
+            return 0
+        return V1_DEFAULT_STARTS if self.n_starts is None else self.n_starts
+
+    @property
+    def n_actions(self) -> int:
+        """The size of the env's action space: ``K + 1`` on v0, ``1 + K + J * K`` on v1."""
+        return self.n_candidates + 1 if self.version == "v0" else 1 + self.n_candidates * (1 + self.starts)
+
+    def env_class(self):
+        """``MallocGameEnv`` (v0) or ``MallocGameV1Env`` (v1)."""
+        if self.version == "v1":
+            from ...env.v1 import MallocGameV1Env
+
+            return MallocGameV1Env
+        from ...env import MallocGameEnv
+
+        return MallocGameEnv
 
 
 @dataclass(frozen=True)
@@ -136,6 +180,9 @@ class _Common:
         for name, kind in (("env", EnvConfig), ("policy", PolicyConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{type(self).__name__}.{name} must be a {kind.__name__}")
+        if self.env.version == "v1" and self.vec == "native":
+            raise ValueError(f"{type(self).__name__}.vec 'native' (mallocgym's numba batch) plays MallocGame-v0 "
+                             f"only; on v1 use vec=dummy or vec=subproc")
 
 
 @dataclass(frozen=True)
@@ -255,11 +302,17 @@ AlgoConfig = Union[MaskablePPOConfig, PPOConfig, DQNConfig]
 ALGOS: dict[str, type] = {"maskable_ppo": MaskablePPOConfig, "ppo": PPOConfig, "dqn": DQNConfig}
 
 
-def default_config(algo: str) -> AlgoConfig:
-    """The default hyperparameters of ``algo`` (``maskable_ppo``, ``ppo`` or ``dqn``)."""
+def default_config(algo: str, version: str = "v0") -> AlgoConfig:
+    """The default hyperparameters of ``algo`` (``maskable_ppo``, ``ppo`` or ``dqn``) on game
+    ``version`` (``"v0"`` or ``"v1"``; v1 runs its games in SB3's ``DummyVecEnv``, as the native
+    batch plays v0 only)."""
     if algo not in ALGOS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {', '.join(ALGOS)}")
-    return ALGOS[algo]()
+    if version not in VERSIONS:
+        raise ValueError(f"unknown game version {version!r}; expected one of {', '.join(VERSIONS)}")
+    if version == "v0":
+        return ALGOS[algo]()
+    return ALGOS[algo](vec="dummy", env=EnvConfig(version="v1"))
 
 
 def config_to_dict(config) -> dict[str, Any]:
@@ -329,4 +382,8 @@ def override(config, assignment: str):
         return dataclasses.replace(config, **{head: override(current, f"{rest}={text}")})
     if dataclasses.is_dataclass(current):
         raise ValueError(f"--set {assignment!r}: set one of {head}'s fields, e.g. {head}.FIELD=VALUE")
+    if current is None:  # an optional integer (EnvConfig.n_starts); "none" leaves it unset
+        if text.strip().lower() == "none":
+            return dataclasses.replace(config, **{head: None})
+        current = 0
     return dataclasses.replace(config, **{head: _parse(text.strip(), current, f"--set {assignment!r}")})

@@ -1,10 +1,10 @@
-"""A set encoder for MallocGame's Dict observation, and SB3 policies that score each candidate.
+"""A set encoder for MallocGame's Dict observations, and SB3 policies that score each action row.
 
-The candidate rows of an observation are a set whose order is fixed by the env (best fit
-first), and action ``i`` means "place at candidate row ``i``". Flattening them into one vector
-makes a network learn the same thing K times, once per position. Here one small MLP encodes
-every row the same way, and the policy scores every row with one shared scorer, so the score of
-row ``i`` *is* the logit (or Q-value) of action ``i``.
+MallocGame-v0: the candidate rows of an observation are a set whose order is fixed by the env
+(best fit first), and action ``i`` means "place at candidate row ``i``". Flattening them into
+one vector makes a network learn the same thing K times, once per position. Here one small MLP
+encodes every row the same way, and the policy scores every row with one shared scorer, so the
+score of row ``i`` *is* the logit (or Q-value) of action ``i``.
 
 How the per-candidate scores reach the action logits, inside SB3's policy structure
 (``features_extractor -> mlp_extractor -> action_net``)::
@@ -22,9 +22,23 @@ How the per-candidate scores reach the action logits, inside SB3's policy struct
 Permuting the candidate rows permutes ``h``, leaves ``c`` and ``p`` unchanged, and so permutes
 the first ``K`` logits the same way while the skip logit stays put (tested).
 
+MallocGame-v1: ``obs["actions"]`` already has one row of features per action (``SLOW``, ``K``
+``FAST`` offsets, ``J x K`` ``PREFETCH`` start/offset pairs), so every action, ``SLOW``
+included, is scored from its own row; the context also reads ``obs["segment"]``. A row's
+features do not say which kind of action it is, so each row gets a constant tag: a one-hot of
+its kind (slow, fast, prefetch) and, for prefetches, a one-hot of its start-time slot ``j``
+(the picker's preferred, latest, earliest, ... start). The tags depend on the kind and slot,
+never on the candidate index ``i``, so permuting the ``K`` offsets of one slot permutes those
+logits the same way (tested)::
+
+    c   = MLP(buffer, segment, progress, next, avgpool(memory image))
+    h_a = MLP(action row a, tag(a), c)       for every action a (1 + K + J*K rows)
+    p   = mean of h_a over legal actions;  logit_a = w . MLP(h_a) + b;  value = MLP(c, p)
+
 Policies: :class:`MaskableCandidatePolicy` (sb3-contrib MaskablePPO), :class:`CandidatePolicy`
 (PPO), :class:`CandidateDQNPolicy` (DQN, whose ``q_net`` is ``CandidateActor`` then
-``RowScorer``, so each candidate's Q-value comes out of its own row).
+``RowScorer``, so each candidate's Q-value comes out of its own row). The same classes serve
+both versions: the extractor reads which one from the observation space.
 """
 
 from __future__ import annotations
@@ -40,11 +54,13 @@ from stable_baselines3.dqn.policies import QNetwork
 from torch import nn
 
 from ...features import CANDIDATE_FEATURES
+from ...sim.v1_obs import ACTION_FEATURES
 
-__all__ = ["CandidateSetExtractor", "CandidateHeads", "CandidateActor", "RowScorer", "CandidatePolicy",
+__all__ = ["CandidateSetExtractor", "action_tags", "CandidateHeads", "CandidateActor", "RowScorer", "CandidatePolicy",
            "MaskableCandidatePolicy", "CandidateDQNPolicy", "CandidateQNetwork", "action_scores"]
 
 _CONTEXT_KEYS = ("buffer", "progress", "next")
+_CONTEXT_KEYS_V1 = ("buffer", "segment", "progress", "next")
 
 
 def _mlp(n_in: int, hidden: int, layers: int = 2) -> nn.Sequential:
@@ -55,48 +71,93 @@ def _mlp(n_in: int, hidden: int, layers: int = 2) -> nn.Sequential:
 
 
 class CandidateSetExtractor(BaseFeaturesExtractor):
-    """Features ``[context (H) | pooled rows (H) | row 1 .. row K (K*H)]`` of a MallocGame
-    observation (``features_dim = (K + 2) * H``).
+    """Features ``[context (H) | pooled rows (H) | row 1 .. row R (R*H)]`` of a MallocGame
+    observation (``features_dim = (R + 2) * H``): on v0 ``R = K`` candidate rows (the skip
+    action is scored from the summary), on v1 ``R = 1 + K + J * K``, one row per action.
 
     Args:
-      observation_space: MallocGame-v0's ``Dict`` (flat entries; ``K`` is read from it).
+      observation_space: MallocGame-v0's or -v1's ``Dict`` (flat entries; the version is read
+        from it: v1 has ``"actions"``, v0 ``"candidates"``; ``K`` is read from it).
       hidden: ``H``, the embedding width.
       memory_bins: ``(A, B)`` of the env (the flat ``memory`` entry is ``2 * A * B`` long).
       memory_pool: the image is average-pooled to ``memory_pool x memory_pool`` per channel.
+      n_starts: ``J`` of a v1 env (needed to tell which rows are ``FAST`` and which
+        ``PREFETCH``); must be ``None`` for v0.
     """
 
     def __init__(self, observation_space: spaces.Dict, hidden: int = 64, memory_bins=(32, 32),
-                 memory_pool: int = 8):
-        n_feat = len(CANDIDATE_FEATURES)
+                 memory_pool: int = 8, n_starts: int | None = None):
         try:
-            k = observation_space["action_mask"].shape[0] - 1
-            n_cand = observation_space["candidates"].shape[0]
+            self.version = "v1" if "actions" in observation_space.spaces else "v0"
+            keys = _CONTEXT_KEYS_V1 if self.version == "v1" else _CONTEXT_KEYS
+            n_actions = observation_space["action_mask"].shape[0]
+            n_rows_flat = observation_space["actions" if self.version == "v1" else "candidates"].shape[0]
             n_mem = observation_space["memory"].shape[0]
-            n_context = sum(observation_space[key].shape[0] for key in _CONTEXT_KEYS)
-        except (KeyError, TypeError, IndexError) as exc:
-            raise ValueError(f"CandidateSetExtractor needs MallocGame-v0's Dict observation ({exc})") from None
+            n_context = sum(observation_space[key].shape[0] for key in keys)
+        except (AttributeError, KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"CandidateSetExtractor needs a MallocGame Dict observation ({exc!r})") from None
         a_bins, t_bins = (int(x) for x in memory_bins)
-        if n_cand != k * n_feat:
-            raise ValueError(f"obs['candidates'] has {n_cand} entries, expected K * {n_feat} = {k * n_feat}")
         if n_mem != 2 * a_bins * t_bins:
             raise ValueError(f"obs['memory'] has {n_mem} entries, expected 2 * {a_bins} * {t_bins} "
                              f"(pass the env's memory_bins)")
-        super().__init__(observation_space, features_dim=(k + 2) * hidden)
-        self.k, self.hidden, self.n_feat = k, int(hidden), n_feat
+        if self.version == "v0":
+            if n_starts is not None:
+                raise ValueError(f"n_starts={n_starts!r} is for MallocGame-v1; this is a v0 observation")
+            n_feat, k = len(CANDIDATE_FEATURES), n_actions - 1
+            n_rows, tags = k, None
+            if n_rows_flat != k * n_feat:
+                raise ValueError(f"obs['candidates'] has {n_rows_flat} entries, expected K * {n_feat} = {k * n_feat}")
+        else:
+            n_feat = len(ACTION_FEATURES)
+            if not isinstance(n_starts, int) or isinstance(n_starts, bool) or n_starts < 1:
+                raise ValueError(f"a MallocGame-v1 observation needs n_starts (the env's J), got {n_starts!r}")
+            k, rest = divmod(n_actions - 1, 1 + n_starts)
+            if rest or k < 1:
+                raise ValueError(f"{n_actions} actions is not 1 + K + {n_starts} * K for any K (wrong n_starts?)")
+            n_rows, tags = n_actions, action_tags(k, n_starts)
+            if n_rows_flat != n_actions * n_feat:
+                raise ValueError(f"obs['actions'] has {n_rows_flat} entries, expected {n_actions} * {n_feat}")
+        super().__init__(observation_space, features_dim=(n_rows + 2) * hidden)
+        self.k, self.n_rows, self.hidden, self.n_feat = k, n_rows, int(hidden), n_feat
+        self.has_skip = self.version == "v0"  # v0's skip has no row: it is scored from the summary
+        self.context_keys = keys
         self.image_shape = (2, a_bins, t_bins)
         self.pool = nn.AdaptiveAvgPool2d(int(memory_pool))
         self.context = _mlp(n_context + 2 * int(memory_pool) ** 2, self.hidden)
-        self.candidate = _mlp(n_feat + self.hidden, self.hidden)
+        n_tag = 0 if tags is None else tags.shape[1]
+        self.candidate = _mlp(n_feat + n_tag + self.hidden, self.hidden)
+        if tags is not None:
+            self.register_buffer("tags", th.as_tensor(tags), persistent=False)
+        else:
+            self.tags = None
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
         batch = obs["buffer"].shape[0]
         image = self.pool(obs["memory"].reshape(batch, *self.image_shape)).flatten(1)
-        context = self.context(th.cat([obs[key] for key in _CONTEXT_KEYS] + [image], dim=1))
-        rows = obs["candidates"].reshape(batch, self.k, self.n_feat)
-        h = self.candidate(th.cat([rows, context.unsqueeze(1).expand(batch, self.k, self.hidden)], dim=2))
-        present = rows[:, :, :1]  # feature 0: 1 for a real candidate, 0 for padding
+        context = self.context(th.cat([obs[key] for key in self.context_keys] + [image], dim=1))
+        table = obs["actions"] if self.version == "v1" else obs["candidates"]
+        rows = table.reshape(batch, self.n_rows, self.n_feat)
+        parts = [rows]
+        if self.tags is not None:
+            parts.append(self.tags.unsqueeze(0).expand(batch, -1, -1))
+        parts.append(context.unsqueeze(1).expand(batch, self.n_rows, self.hidden))
+        h = self.candidate(th.cat(parts, dim=2))
+        present = rows[:, :, :1]  # feature 0: 1 for a real candidate / a legal action, 0 otherwise
         pooled = (h * present).sum(dim=1) / present.sum(dim=1).clamp(min=1.0)
         return th.cat([context, pooled, h.flatten(1)], dim=1)
+
+
+def action_tags(k: int, n_starts: int) -> np.ndarray:
+    """``float32[1 + K + J*K, 3 + J]``: per MallocGame-v1 action, a one-hot of its kind (slow,
+    fast, prefetch) then a one-hot of its prefetch start slot ``j`` (zeros unless a prefetch)."""
+    tags = np.zeros((1 + k + n_starts * k, 3 + n_starts), dtype=np.float32)
+    tags[0, 0] = 1.0
+    tags[1:1 + k, 1] = 1.0
+    for j in range(n_starts):
+        rows = slice(1 + k + j * k, 1 + k + (j + 1) * k)
+        tags[rows, 2] = 1.0
+        tags[rows, 3 + j] = 1.0
+    return tags
 
 
 def _split(features: th.Tensor, k: int, hidden: int) -> tuple[th.Tensor, th.Tensor]:
@@ -105,30 +166,33 @@ def _split(features: th.Tensor, k: int, hidden: int) -> tuple[th.Tensor, th.Tens
 
 
 class CandidateActor(nn.Module):
-    """``features -> [B, (K+1)*H]``: one embedding per candidate row plus one for skip."""
+    """``features -> [B, n_actions * H]``: one embedding per row, plus (v0, ``skip=True``) one
+    for the skip action made from the summary."""
 
-    def __init__(self, k: int, hidden: int):
+    def __init__(self, k: int, hidden: int, skip: bool = True):
         super().__init__()
         self.k, self.hidden = k, hidden
-        self.skip = _mlp(2 * hidden, hidden, layers=1)
+        self.skip = _mlp(2 * hidden, hidden, layers=1) if skip else None
         self.row = _mlp(hidden, hidden, layers=1)
 
     def forward(self, features: th.Tensor) -> th.Tensor:
         summary, rows = _split(features, self.k, self.hidden)
-        rows = th.cat([rows, self.skip(summary).unsqueeze(1)], dim=1)
+        if self.skip is not None:
+            rows = th.cat([rows, self.skip(summary).unsqueeze(1)], dim=1)
         return self.row(rows).flatten(1)
 
 
 class CandidateHeads(nn.Module):
     """The ``mlp_extractor`` of the actor-critic policies: ``forward_actor`` is
-    :class:`CandidateActor`; ``forward_critic`` reads only the permutation-invariant summary."""
+    :class:`CandidateActor`; ``forward_critic`` reads only the permutation-invariant summary.
+    ``k`` is the number of rows of the extractor (v0: candidates; v1: all actions)."""
 
-    def __init__(self, k: int, hidden: int):
+    def __init__(self, k: int, hidden: int, skip: bool = True):
         super().__init__()
-        self.actor = CandidateActor(k, hidden)
+        self.actor = CandidateActor(k, hidden, skip)
         self.critic = _mlp(2 * hidden, hidden)
         self.k, self.hidden = k, hidden
-        self.latent_dim_pi = (k + 1) * hidden
+        self.latent_dim_pi = (k + int(skip)) * hidden
         self.latent_dim_vf = hidden
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
@@ -142,7 +206,7 @@ class CandidateHeads(nn.Module):
 
 
 class RowScorer(nn.Module):
-    """The action net: ``[B, (K+1)*H] -> [B, K+1]``, the same linear score for every row."""
+    """The action net: ``[B, n_actions*H] -> [B, n_actions]``, the same linear score for every row."""
 
     def __init__(self, hidden: int, gain: float = 0.01):
         super().__init__()
@@ -168,7 +232,7 @@ class _CandidateActorCritic:
 
     def _build_mlp_extractor(self) -> None:
         fe = _require_set(self.features_extractor)
-        self.mlp_extractor = CandidateHeads(fe.k, fe.hidden)
+        self.mlp_extractor = CandidateHeads(fe.n_rows, fe.hidden, fe.has_skip)
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)
@@ -198,7 +262,7 @@ class CandidateQNetwork(QNetwork):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fe = _require_set(self.features_extractor)
-        self.q_net = nn.Sequential(CandidateActor(fe.k, fe.hidden), RowScorer(fe.hidden, gain=1.0))
+        self.q_net = nn.Sequential(CandidateActor(fe.n_rows, fe.hidden, fe.has_skip), RowScorer(fe.hidden, gain=1.0))
 
 
 class CandidateDQNPolicy(DQNMultiInputPolicy):
@@ -214,7 +278,7 @@ class CandidateDQNPolicy(DQNMultiInputPolicy):
 
 def action_scores(policy, obs: dict[str, np.ndarray]) -> np.ndarray:
     """The unmasked logits (actor-critic policies) or Q-values (DQN) of a batch of
-    observations, ``float[B, K + 1]``."""
+    observations (or of one), ``float[B, n_actions]`` (v0: ``K + 1``; v1: ``1 + K + J*K``)."""
     tensor, _ = policy.obs_to_tensor(obs)
     with th.no_grad():
         if hasattr(policy, "q_net"):

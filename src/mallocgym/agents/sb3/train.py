@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ...cli import Parser
 
     p = Parser(prog="mallocgym train sb3",
-                                description="Train a Stable-Baselines3 agent on MallocGame-v0.")
+               description="Train a Stable-Baselines3 agent on MallocGame-v0 or MallocGame-v1 (--env v1).")
     p.add_argument("--algo", required=True, choices=sorted(ALGOS), help="the algorithm")
     p.add_argument("--suite", help="suite to train on (default: default)")
     p.add_argument("--split", choices=["train", "test"], help="split of --suite (default: train)")
@@ -212,19 +212,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     p.add_argument("--seed", type=int, default=0, help=f"seed of the model and the envs, 0..{MAX_SEED} (default: 0)")
     p.add_argument("--checkpoint-minutes", type=float, default=5.0, help="checkpoint period (default: 5)")
+    p.add_argument("--env", choices=VERSIONS,
+                   help="game: v0 (MallocGame-v0) or v1 (MallocGame-v1, per-use decisions with prefetch) "
+                        "(default: v0; with --resume, the run's)")
+    p.add_argument("--eval-minutes", type=float,
+                   help=f"evaluate every M minutes of wall clock and at the end (default: {DEFAULT_EVAL_MINUTES})")
+    p.add_argument("--eval-programs", type=int,
+                   help=f"held-out generated programs to evaluate on (each at 2 capacities; 0: no evaluation, "
+                        f"keep the last checkpoint; default: {DEFAULT_EVAL_PROGRAMS}; with --resume, the run's)")
+    p.add_argument("--select", choices=SELECT_RULES,
+                   help="which checkpoint model.zip holds: best (highest held-out geomean speedup, needs "
+                        "--eval-programs > 0) or last (default: best; with --resume, the run's)")
+    p.add_argument("--eval-test", action="store_true",
+                   help="also play the suite's test split at each evaluation and log it to logs/eval.csv, "
+                        "for learning curves only: it never chooses a checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
-def _data(args) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(env kwargs selecting the training scenarios, their description for train.json)."""
+def _data(args) -> tuple[dict[str, Any], dict[str, Any], list]:
+    """(env kwargs selecting the training scenarios, their description for train.json, the named
+    training scenarios once each: what the train-split evaluation plays)."""
     suite_name = args.suite if args.suite is not None else "default"
     split = args.split if args.split is not None else "train"
     if args.scenario:
-        names = [resolve(name).name for name in args.scenario]  # validates each name now
+        named = [resolve(name) for name in dict.fromkeys(args.scenario)]  # validates each name now
+        names = [resolve(name).name for name in args.scenario]
         data: dict[str, Any] = {"scenarios": names}
     else:
-        names = [s.name for s in suite(suite_name, split)]
+        named = list(suite(suite_name, split))
+        names = [s.name for s in named]
         if not names:
             raise ValueError(f"suite {suite_name!r} has no {split!r} scenarios")
         data = {"suite": suite_name, "split": split, "scenarios": names}
@@ -232,10 +249,10 @@ def _data(args) -> tuple[dict[str, Any], dict[str, Any]]:
         share = args.generator_share if args.generator_share is not None else 0.5
         mix = TrainingMix(tuple(names), args.generator, share)
         data.update(generator=args.generator, generator_share=share)
-        return {"workload": mix}, data
+        return {"workload": mix}, data, named
     if args.scenario:
-        return {"workload": list(args.scenario)}, data
-    return {"suite_name": suite_name, "split": split}, data
+        return {"workload": list(args.scenario)}, data, named
+    return {"suite_name": suite_name, "split": split}, data, named
 
 
 def _versions() -> dict[str, str]:
@@ -274,6 +291,15 @@ def _check_budget(args) -> None:
             raise ValueError(f"--generator-share must be in [0, 1], got {args.generator_share}")
     if args.scenario and (args.suite is not None or args.split is not None):
         raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
+    if args.eval_minutes is not None and not (math.isfinite(args.eval_minutes) and args.eval_minutes > 0):
+        raise ValueError(f"--eval-minutes must be > 0 and finite, got {args.eval_minutes}")
+    if args.eval_programs is not None and not 0 <= args.eval_programs <= MAX_VALIDATION_PROGRAMS:
+        raise ValueError(f"--eval-programs must be in [0, {MAX_VALIDATION_PROGRAMS}], got {args.eval_programs}")
+    if args.eval_programs == 0 and (args.select == "best" or args.eval_minutes is not None or args.eval_test):
+        given = [flag for flag, on in (("--select best", args.select == "best"),
+                                       ("--eval-minutes", args.eval_minutes is not None),
+                                       ("--eval-test", args.eval_test)) if on]
+        raise ValueError(f"--eval-programs 0 turns evaluation off; {', '.join(given)} needs it on")
 
 
 def _config(args, out: Path):
@@ -281,25 +307,73 @@ def _config(args, out: Path):
     model_path, meta_path = run_paths(out)
     previous: dict[str, Any] = {}
     if args.resume:
-        if not model_path.exists():
+        if not model_path.exists() and not (out / LATEST_FILE).exists():
             raise ValueError(f"--resume: {model_path} does not exist")
         previous, config = read_meta(out)
         if previous["algo"] != args.algo:
             raise ValueError(f"{meta_path}: this run trained {previous['algo']!r}, not {args.algo!r}")
+        if args.env is not None and args.env != config.env.version:
+            raise ValueError(f"{meta_path}: this run trains on MallocGame-{config.env.version}; --resume cannot "
+                             f"switch it to --env {args.env}")
         if args.set:
             raise ValueError("--resume keeps the run's hyperparameters; --set is only for new runs "
                              "(--n-envs and --vec may change)")
     else:
         if model_path.exists() or meta_path.exists():
             raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-        config = default_config(args.algo)
+        config = default_config(args.algo, args.env or "v0")
     for assignment in args.set:
         config = override(config, assignment)
+    if args.env is not None and config.env.version != args.env:
+        raise ValueError(f"--env {args.env} contradicts --set env.version={config.env.version}")
     if args.n_envs is not None:
         config = override(config, f"n_envs={args.n_envs}")
     if args.vec is not None:
         config = override(config, f"vec={args.vec}")
     return config, previous
+
+
+def _evaluation(args, previous: dict[str, Any]) -> dict[str, Any]:
+    """The run's evaluation settings: ``programs`` (held-out generated programs; 0 = none),
+    ``select`` (``best`` or ``last``), ``minutes`` (period). A resumed run keeps its programs and
+    rule (a run from before evaluation existed: none, ``last``); asking for others is an error."""
+    if args.resume:
+        before = previous.get("evaluation") or {"programs": 0, "select": "last"}
+        for flag, key in (("--eval-programs", "programs"), ("--select", "select")):
+            given = getattr(args, key if key == "select" else "eval_programs")
+            if given is not None and given != before[key]:
+                raise ValueError(f"--resume keeps the run's evaluation ({flag} {before[key]}); got {flag} {given}")
+        programs, select = int(before["programs"]), before["select"]
+        if args.eval_test and programs == 0:
+            raise ValueError("--eval-test: this run has no evaluation (it was started with --eval-programs 0)")
+    else:
+        programs = DEFAULT_EVAL_PROGRAMS if args.eval_programs is None else args.eval_programs
+        select = args.select or ("best" if programs > 0 else "last")
+    minutes = args.eval_minutes if args.eval_minutes is not None else DEFAULT_EVAL_MINUTES
+    return {"programs": programs, "preset": VALIDATION_PRESET, "select": select,
+            "minutes": minutes if programs > 0 else None}
+
+
+def _evaluators(args, evaluation: dict[str, Any], named: list, config, algo: str) -> dict[str, Evaluator]:
+    """The sets played at each evaluation: ``valid`` (held-out generated programs), ``train``
+    (the named training scenarios) and, with ``--eval-test``, ``test`` (the suite's test split,
+    logged only)."""
+    if evaluation["programs"] == 0:
+        return {}
+    masked = algo == "maskable_ppo"
+    sets = {"valid": Evaluator(validation_scenarios(evaluation["programs"]), config.env, masked=masked),
+            "train": Evaluator(named, config.env, masked=masked)}
+    if args.eval_test:
+        suite_name = args.suite if args.suite is not None else "default"
+        test = list(suite(suite_name, "test"))
+        if not test:
+            raise ValueError(f"--eval-test: suite {suite_name!r} has no test split")
+        overlap = sorted({s.name for s in test} & {s.name for s in named})
+        if overlap:
+            raise ValueError(f"--eval-test: the training data holds test scenarios ({', '.join(overlap)}); "
+                             f"a test curve needs a held-out test split")
+        sets["test"] = Evaluator(test, config.env, masked=masked)
+    return sets
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -308,20 +382,23 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     th.set_num_threads(1)
     out = Path(args.out)
     model_path, _ = run_paths(out)
-    env_data, data = _data(args)
+    env_data, data, named = _data(args)
     config, previous = _config(args, out)
+    evaluation = _evaluation(args, previous)
+    select_best = evaluation["select"] == "best"
     if args.tensorboard:
         try:
             import tensorboard  # noqa: F401
         except ImportError:
             raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)") from None
+    evaluators = _evaluators(args, evaluation, named, config, args.algo)
 
     env_kwargs = dict(config.env.env_kwargs(), **env_data)
-    venv = make_vec_env(config.vec, config.n_envs, env_kwargs, seed=args.seed)
+    venv = make_vec_env(config.vec, config.n_envs, env_kwargs, seed=args.seed, version=config.env.version)
     try:
         if args.resume:
             try:
-                model, _, _ = load_checkpoint(out, algo=args.algo, env=venv)
+                model, _, _ = load_checkpoint(out, algo=args.algo, env=venv, latest=True)
             except ValueError as exc:  # torch's and SB3's messages may span lines; the CLI prints one
                 raise ValueError(" ".join(str(exc).split())) from None
         else:
@@ -345,24 +422,43 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     runs = list(previous.get("runs", []))
     command = "mallocgym train sb3 " + " ".join(shlex.quote(a) for a in args.argv)
     begin = time.perf_counter()
+    wall_before = 60.0 * float(trained_before.get("minutes", 0.0))
+    eval_before = 60.0 * float(trained_before.get("eval_minutes", 0.0))
+    evaluate = _Evaluate(evaluators, period_s=60.0 * (evaluation["minutes"] or 1.0), select_best=select_best,
+                         best=(previous.get("selection") or {}).get("valid_speedup") if args.resume else None,
+                         log_path=out / "logs" / EVAL_FILE, begin=begin, wall_before=wall_before,
+                         eval_before=eval_before)
 
     def meta() -> dict[str, Any]:
         wall = time.perf_counter() - begin
         done = int(model.num_timesteps) - start_steps
         run = {"command": command, "steps": done, "minutes": wall / 60.0, "steps_per_second": done / max(wall, 1e-9),
                "n_envs": config.n_envs, "vec": config.vec, "seed": args.seed,
-               "budget": {"minutes": args.minutes, "steps": args.steps}}
-        return {
+               "budget": {"minutes": args.minutes, "steps": args.steps},
+               "eval_minutes": evaluate.eval_s / 60.0, "evaluations": evaluate.count}
+        result = {
             "algo": args.algo, "config": config_to_dict(config), "data": data,
             "trained": {"steps": int(model.num_timesteps),
                         "minutes": float(trained_before.get("minutes", 0.0)) + wall / 60.0,
+                        "eval_minutes": (eval_before + evaluate.eval_s) / 60.0,
                         "runs": len(runs) + 1},
             "runs": runs + [run], "versions": _versions(),
+            "evaluation": dict(evaluation, valid_scenarios=list(evaluators["valid"].names) if evaluators else []),
         }
+        selection = evaluate.selected if select_best else None
+        if select_best and selection is None:
+            selection = previous.get("selection")
+        result["selection"] = selection if select_best else {"rule": "last", "steps": int(model.num_timesteps)}
+        return result
 
     def save() -> None:
-        save_checkpoint(model, out, meta())
+        """The newest weights: model.zip (``--select last``) or latest.zip (``best``)."""
+        save_checkpoint(model, out, meta(), model_file=LATEST_FILE if select_best else MODEL_FILE)
 
+    def save_best(record: dict[str, Any]) -> None:
+        save_checkpoint(model, out, meta(), model_file=MODEL_FILE)
+
+    evaluate.on_best = save_best
     deadline = begin + (args.minutes * 60.0 if args.minutes is not None else float("inf"))
     rows = _LogRows()
     # PPO and MaskablePPO: rows come from _LogRows (log_interval=None turns off SB3's own rows,
@@ -370,12 +466,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     log_interval = {"log_interval": None} if isinstance(model, OnPolicyAlgorithm) else {}
     with Progress(100, f"train {args.algo}", enabled=not args.quiet, unit="%") as bar:
         callback = _Budget(deadline=deadline, step_limit=step_limit, minutes=args.minutes, steps=args.steps,
-                           checkpoint_s=args.checkpoint_minutes * 60.0, save=save, bar=bar)
+                           checkpoint_s=args.checkpoint_minutes * 60.0, save=save, bar=bar, evaluate=evaluate)
         learned = False
         try:
-            model.learn(total_timesteps=step_limit - start_steps, callback=CallbackList([callback, rows]),
+            model.learn(total_timesteps=step_limit - start_steps,
+                        callback=CallbackList([callback, rows, evaluate]),
                         reset_num_timesteps=not args.resume, progress_bar=False, **log_interval)
             learned = True
+            evaluate.finish(model)  # the last weights, unless evaluated already
         finally:
             try:
                 rows.finish()  # normally done already, at the end of learn()
@@ -384,14 +482,21 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     raise
             finally:
                 logger.close()
+                evaluate.close()
                 save()
                 venv.close()
     result = meta()
     if not args.quiet:
         last = result["runs"][-1]
-        print(f"trained {args.algo}: {last['steps']} steps in {last['minutes']:.2f} min "
-              f"({last['steps_per_second']:.0f} steps/s), {result['trained']['steps']} in total; "
-              f"saved {model_path}", file=sys.stderr)
+        line = (f"trained {args.algo}: {last['steps']} steps in {last['minutes']:.2f} min "
+                f"({last['steps_per_second']:.0f} steps/s), {result['trained']['steps']} in total; ")
+        if select_best and result["selection"]:
+            sel = result["selection"]
+            line += (f"saved {model_path} (best held-out geomean {sel['valid_speedup']:.4f} at step {sel['steps']}) "
+                     f"and the newest weights in {out / LATEST_FILE}")
+        else:
+            line += f"saved {model_path}"
+        print(line, file=sys.stderr)
     return result
 
 

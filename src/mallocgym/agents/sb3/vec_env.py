@@ -5,6 +5,8 @@ behind SB3's ``VecEnv`` interface: observations are dicts of ``[N, ...]`` arrays
 game's last observation is in ``infos[i]["terminal_observation"]`` (with its ``speedup``,
 ``placed_bytes_fraction`` and ``offsets``), and ``env_method("action_masks")`` returns the masks
 of the current observations, which is what sb3-contrib's MaskablePPO calls every step.
+MallocGame-v1 has no native batch: :func:`make_vec_env` gives it ``DummyVecEnv`` or
+``SubprocVecEnv`` of ``MallocGameV1Env``.
 """
 
 from __future__ import annotations
@@ -81,24 +83,34 @@ class SB3VecEnv(VecEnv):
         return [env.render() for env in self.vec.envs]
 
 
-def _env_factory(env_kwargs: dict[str, Any]) -> Callable[[], MallocGameEnv]:
-    def make() -> MallocGameEnv:
+def _env_factory(env_kwargs: dict[str, Any], version: str) -> Callable[[], MallocGameEnv]:
+    def make():
+        if version == "v1":
+            from ...env.v1 import MallocGameV1Env
+
+            return MallocGameV1Env(**env_kwargs)
         return MallocGameEnv(**env_kwargs)
 
     return make
 
 
 def make_vec_env(kind: str, n_envs: int, env_kwargs: dict[str, Any], *, seed: int | None = None,
-                 monitor: bool = True) -> VecEnv:
+                 monitor: bool = True, version: str = "v0") -> VecEnv:
     """``n_envs`` MallocGame games as an SB3 ``VecEnv`` of ``kind`` ``"native"``
-    (:class:`SB3VecEnv`), ``"dummy"`` or ``"subproc"``, wrapped in ``VecMonitor`` (episode
-    returns and lengths for SB3's logs) unless ``monitor=False``; seeded with ``seed``."""
+    (:class:`SB3VecEnv`, v0 only), ``"dummy"`` or ``"subproc"``, wrapped in ``VecMonitor``
+    (episode returns and lengths for SB3's logs) unless ``monitor=False``; seeded with ``seed``.
+    ``version`` picks the game: ``"v0"`` (``MallocGameEnv``) or ``"v1"`` (``MallocGameV1Env``)."""
+    if version not in ("v0", "v1"):
+        raise ValueError(f"unknown game version {version!r}; expected v0 or v1")
     if kind == "native":
+        if version != "v0":
+            raise ValueError("the native vector env (mallocgym's numba batch) plays MallocGame-v0 only; "
+                             "use dummy or subproc for v1")
         venv: VecEnv = SB3VecEnv(n_envs, **env_kwargs)
     elif kind == "dummy":
-        venv = DummyVecEnv([_env_factory(env_kwargs) for _ in range(n_envs)])
+        venv = DummyVecEnv([_env_factory(env_kwargs, version) for _ in range(n_envs)])
     elif kind == "subproc":
-        venv = SubprocVecEnv([_env_factory(env_kwargs) for _ in range(n_envs)])
+        venv = SubprocVecEnv([_env_factory(env_kwargs, version) for _ in range(n_envs)])
     else:
         raise ValueError(f"unknown vector env kind {kind!r}; expected native, dummy or subproc")
     if seed is not None:
