@@ -38,30 +38,39 @@ def trap_scenario(trap):
 
 
 def test_simulator_mode_finds_the_trap_optimum(trap_scenario):
-    config = SMALL.with_overrides(["simulator.keep_xla=false"])
-    agent = MuZeroAgent(fresh_net(trap_scenario, config), config, mode="simulator")
+    agent = MuZeroAgent(fresh_net(trap_scenario), SMALL, mode="simulator")
     solution = agent.solve(trap_scenario)
     ev = evaluate(trap_scenario.workload, solution.offsets, trap_scenario.hardware)
     assert ev.time == pytest.approx(0.68)          # XLA-like: 0.86
     assert solution.offsets[0] == -1 and (solution.offsets[1:] >= 0).all()
+    assert solution.info["kept_xla"] is False
 
 
-def test_simulator_mode_keeps_xla_when_its_search_is_worse(trap_scenario, monkeypatch):
-    class AlwaysSkip:
-        def __init__(self, k):
-            self.action = np.array([k])
+class FakeClock:
+    """A clock that only moves when told to."""
 
-    def crippled(model, envs, **kw):
-        return AlwaysSkip(envs[0].unwrapped.k)
+    def __init__(self):
+        self.now = 0.0
 
-    monkeypatch.setattr(agent_module, "simulator_search", crippled)
-    agent = MuZeroAgent(fresh_net(trap_scenario), SMALL, mode="simulator")
+    def __call__(self):
+        return self.now
+
+
+def test_simulator_mode_returns_xla_like_when_it_has_no_time_to_search(trap_scenario, monkeypatch):
+    clock = FakeClock()
+    real = agent_module.SimulatorSearch.__init__
+
+    def slow_setup(self, *args, **kwargs):   # the set-up alone uses up the budget
+        real(self, *args, **kwargs)
+        clock.now += 1.0
+
+    monkeypatch.setattr(agent_module.SimulatorSearch, "__init__", slow_setup)
+    agent = MuZeroAgent(fresh_net(trap_scenario), SMALL, mode="simulator", budget_s=0.5, clock=clock)
     solution = agent.solve(trap_scenario)
-    assert solution.info["kept_xla"] is True
+    assert solution.info["kept_xla"] is True and solution.info["expansions"] == 0
+    assert solution.info["budget_exhausted"] is True
+    np.testing.assert_array_equal(solution.offsets, xla_like(trap_scenario))
     assert evaluate(trap_scenario.workload, solution.offsets, trap_scenario.hardware).time == pytest.approx(0.86)
-    config = SMALL.with_overrides(["simulator.keep_xla=false"])
-    plain = MuZeroAgent(fresh_net(trap_scenario), config, mode="simulator").solve(trap_scenario)
-    assert evaluate(trap_scenario.workload, plain.offsets, trap_scenario.hardware).time == pytest.approx(1.4)
 
 
 def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
@@ -77,8 +86,11 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
     np.testing.assert_array_equal(first.offsets, again.offsets)
     assert first.info["searched_moves"] > 0
     evaluate(scenario.workload, again.offsets, scenario.hardware)   # a valid mapping
-    sim = make_agent(f"muzero-sim:{tmp_path},sims=4,span=2.5")
-    assert sim.num_simulations == 4 and sim.mode == "simulator" and sim.config.search.min_q_span == 2.5
+    sim = make_agent(f"muzero-sim:{tmp_path},sims=4,lead=0.1,ptemp=2,mix=0.5,budget_s=30")
+    assert sim.num_simulations == 4 and sim.mode == "simulator" and sim.budget_s == 30.0
+    assert (sim.config.simulator.max_logit_lead, sim.config.simulator.prior_temperature,
+            sim.config.simulator.value_mix) == (0.1, 2.0, 0.5)
+    assert sim.name == "muzero-sim,sims=4,lead=0.1,ptemp=2,mix=0.5,budget_s=30"
     # a departure margin no root Q difference can pass: the agent plays XLA-like's mapping
     keep = make_agent(f"muzero:{tmp_path},keep=1e9")
     assert keep.config.search.departure_margin == 1e9 and keep.name == "muzero,keep=1e9"
@@ -113,12 +125,32 @@ def test_factory_rejects_bad_specs(tmp_path):
         make_agent(f"muzero:{tmp_path},span=wide")
     with pytest.raises(ValueError, match="unknown option"):
         make_agent(f"muzero:{tmp_path},keep=x")
+    # options of the other mode are errors, not silently ignored
+    for option in ("span=1", "keep=1", "ens=mean"):
+        with pytest.raises(ValueError, match="applies to muzero only"):
+            make_agent(f"muzero-sim:{tmp_path},{option}")
+    for option in ("lead=0", "ptemp=2", "mix=1"):
+        with pytest.raises(ValueError, match="applies to muzero-sim only"):
+            make_agent(f"muzero:{tmp_path},{option}")
+    for option in ("budget_s=0", "budget_s=-1", "budget_s=nan", "budget_s=inf"):
+        with pytest.raises(ValueError, match="budget_s"):
+            make_agent(f"muzero-sim:{tmp_path},{option}")
+    with pytest.raises(ValueError, match="sims must be an integer"):
+        make_agent(f"muzero-sim:{tmp_path},sims=0")
+    with pytest.raises(ValueError, match="takes a number"):
+        make_agent(f"muzero-sim:{tmp_path},lead=big")
+    # a lead the Q bonus could not overrule, a temperature of 0, a mix outside [0, 1]
+    with pytest.raises(ValueError, match="max_logit_lead .* must be below"):
+        make_agent(f"muzero-sim:{tmp_path},lead=0.5")
+    with pytest.raises(ValueError, match="prior_temperature"):
+        make_agent(f"muzero-sim:{tmp_path},ptemp=0")
+    with pytest.raises(ValueError, match="value_mix"):
+        make_agent(f"muzero-sim:{tmp_path},mix=2")
 
 
 def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
     dep = baseline_script("muzero/departures.py")
-    config = SMALL.with_overrides(["simulator.keep_xla=false"])
-    agent = MuZeroAgent(fresh_net(trap_scenario, config), config, mode="simulator")
+    agent = MuZeroAgent(fresh_net(trap_scenario), SMALL, mode="simulator")
     found, info = dep.departures(agent, trap_scenario)
     # the simulator search skips the buffer XLA-like places: 0.68 s instead of XLA-like's 0.86 s
     assert info["offsets"][0] == -1

@@ -213,7 +213,7 @@ def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
 def _train(out, *extra):
     args = ["--algo", "maskable_ppo", "--scenario", _smallest_train_scenario(), "--out", str(out), "--quiet",
             "--set", "n_steps=32", "--set", "batch_size=32", "--set", "n_epochs=1", "--set", "policy.hidden=16",
-            "--n-envs", "2"]
+            "--n-envs", "2", "--eval-programs", "0"]  # evaluation and selection: tests/test_sb3_eval.py
     return train_main(args + list(extra))
 
 
@@ -263,14 +263,14 @@ def test_progress_csv_has_one_flushed_row_per_rollout_iteration(tmp_path, algo):
 def test_progress_csv_of_dqn_ends_with_a_row_at_the_last_step(tmp_path):
     train_main(["--algo", "dqn", "--scenario", _smallest_train_scenario(), "--quiet", "--steps", "120",
                 "--n-envs", "1", "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16",
-                "--out", str(tmp_path)])
+                "--out", str(tmp_path), "--eval-programs", "0"])
     rows = _progress_rows(tmp_path)
     assert rows and rows[-1]["time/total_timesteps"] == "120" and rows[-1]["train/loss"] != ""
 
 
 def test_dqn_epsilon_falls_over_exploration_steps(tmp_path):
     common = ["--algo", "dqn", "--scenario", _smallest_train_scenario(), "--quiet", "--steps", "200", "--n-envs", "1",
-              "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16"]
+              "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16", "--eval-programs", "0"]
     train_main(common + ["--out", str(tmp_path / "short"), "--set", "exploration_steps=100"])
     train_main(common + ["--out", str(tmp_path / "long"), "--set", "exploration_steps=2000"])
     short, _, _ = checkpoint.load_checkpoint(tmp_path / "short")

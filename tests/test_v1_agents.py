@@ -21,8 +21,8 @@ SCENARIO = mlp_scenario(0, Fraction(1, 8))
 
 @pytest.fixture(scope="module")
 def results():
-    agents = ["all-slow", "random", "greedy", "rollout:max_completions=60", "beam:width=2,max_completions=60",
-              "mcts:simulations=4"]
+    agents = ["all-slow", "random", "greedy", "xla-msa", "xla-msa:in_env=1", "rollout:max_completions=60",
+              "beam:width=2,max_completions=60", "mcts:simulations=4", "rollout:max_completions=60,completion=greedy"]
     return {r.agent: r for r in bench([SCENARIO], agents, env="v1", progress=False)}
 
 
@@ -35,11 +35,12 @@ def test_v1_bench_runs_every_v1_agent_with_valid_mappings(results):
     assert results["all-slow"].mapping["evictions"] == []
 
 
-def test_search_agents_are_never_worse_than_their_greedy_completion(results):
-    greedy = results["greedy"].speedup
-    assert greedy > 1.0
+def test_search_agents_are_never_worse_than_their_default_policy(results):
+    base = results["xla-msa:in_env=1"].speedup  # the default completion: xla-msa in the env
+    assert base > 1.0 and results["xla-msa"].speedup > 1.0
     for name in ("rollout:max_completions=60", "beam:width=2,max_completions=60", "mcts:simulations=4"):
-        assert results[name].speedup >= greedy - 1e-12, name
+        assert results[name].speedup >= base - 1e-12, name
+    assert results["rollout:max_completions=60,completion=greedy"].speedup >= results["greedy"].speedup - 1e-12
 
 
 def _replay(mapping, scenario):

@@ -21,6 +21,7 @@ AGENTS: dict[str, str] = {
     "first-fit": "mallocgym.agents.base:heuristic_factory",
     "best-fit": "mallocgym.agents.base:heuristic_factory",
     "greedy": "mallocgym.agents.base:heuristic_factory",  # MallocGame-v1 only
+    "xla-msa": "mallocgym.agents.xla_msa:msa_factory",  # MallocGame-v1 only
     "rollout": "mallocgym.agents.search:search_factory",
     "beam": "mallocgym.agents.search:search_factory",
     "mcts": "mallocgym.agents.search:search_factory",

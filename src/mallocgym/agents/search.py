@@ -49,11 +49,24 @@ __all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "RolloutAgent", "BeamAge
 
 
 # ---------------------------------------------------------------------------------- configs
+V1_COMPLETIONS = ("xla-msa", "greedy")
+
+
 def _check_common(cfg) -> None:
+    if cfg.completion not in V1_COMPLETIONS:
+        raise ValueError(f"completion must be one of {', '.join(V1_COMPLETIONS)}, got {cfg.completion!r}")
     if cfg.n_candidates < 1:
         raise ValueError(f"n_candidates must be >= 1, got {cfg.n_candidates}")
     if cfg.time_limit is not None and not cfg.time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds or None, got {cfg.time_limit}")
+
+
+def _v0_only_settings(cfg) -> None:
+    """On MallocGame-v0 the completion is XLA-like: a ``completion=`` other than the default is
+    not silently ignored."""
+    if cfg.completion != "xla-msa":
+        raise ValueError(f"completion={cfg.completion} is a MallocGame-v1 setting (use --env v1); on v0 the "
+                         "search agents complete with XLA-like")
 
 
 def _check_max_completions(cfg) -> None:
@@ -71,12 +84,15 @@ class RolloutConfig:
         level-1 rollout from the position it leads to: about ``N * (K + 1)`` times slower.
       max_completions: stop branching after this many completions (None: no limit).
       time_limit: stop branching after this many seconds (None: no limit).
+      completion: MallocGame-v1's default policy, ``xla-msa`` (XLA's MSA in the env) or
+        ``greedy``; on v0 the completion is always XLA-like (another value is an error there).
     """
 
     n_candidates: int = 16
     levels: int = 1
     max_completions: int | None = None
     time_limit: float | None = None
+    completion: str = "xla-msa"
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -94,12 +110,14 @@ class BeamConfig:
       n_candidates: ``K``, candidates per decision.
       max_completions: stop expanding after this many completions (None: no limit).
       time_limit: stop expanding after this many seconds (None: no limit).
+      completion: MallocGame-v1's default policy (as :class:`RolloutConfig`).
     """
 
     width: int = 4
     n_candidates: int = 16
     max_completions: int | None = None
     time_limit: float | None = None
+    completion: str = "xla-msa"
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -117,12 +135,14 @@ class MCTSConfig:
       c_uct: exploration constant of UCB1 on values normalised to ``[0, 1]``.
       n_candidates: ``K``, candidates per decision.
       time_limit: stop searching after this many seconds (None: no limit).
+      completion: MallocGame-v1's default policy (as :class:`RolloutConfig`).
     """
 
     simulations: int = 32
     c_uct: float = 0.5
     n_candidates: int = 16
     time_limit: float | None = None
+    completion: str = "xla-msa"
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -335,6 +355,7 @@ class RolloutAgent:
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
+        _v0_only_settings(cfg)
         k = cfg.n_candidates
         st, state = _setup(scenario)
         n = st.size.shape[0]
@@ -372,14 +393,14 @@ class RolloutAgent:
 
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import rollout_v1
 
         cfg = self.config
         if cfg.levels != 1:
             raise ValueError("rollout on MallocGame-v1 has levels=1 only")
         return rollout_v1(scenario, n_candidates=cfg.n_candidates, max_completions=cfg.max_completions,
-                          time_limit=cfg.time_limit)
+                          time_limit=cfg.time_limit, completion=cfg.completion)
 
 
 def _action_order(st, state, count) -> list[int]:
@@ -398,6 +419,7 @@ class BeamAgent:
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
+        _v0_only_settings(cfg)
         k = cfg.n_candidates
         st, root = _setup(scenario)
         n = st.size.shape[0]
@@ -433,12 +455,12 @@ class BeamAgent:
 
 # ---------------------------------------------------------------------------------- MCTS
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import beam_v1
 
         cfg = self.config
         return beam_v1(scenario, width=cfg.width, n_candidates=cfg.n_candidates,
-                       max_completions=cfg.max_completions, time_limit=cfg.time_limit)
+                       max_completions=cfg.max_completions, time_limit=cfg.time_limit, completion=cfg.completion)
 
 
 class _Node:
@@ -591,6 +613,7 @@ class MCTSAgent:
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
+        _v0_only_settings(cfg)
         st, state = _setup(scenario)
         game = _V0Game(st, state, cfg.n_candidates)
         sims = _UCT(game, state, cfg).run(cfg.time_limit)
@@ -598,7 +621,7 @@ class MCTSAgent:
         return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions})
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): greedy completions."""
+        """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import mcts_v1
 
         return mcts_v1(scenario, self.config)

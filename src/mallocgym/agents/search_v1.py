@@ -1,36 +1,54 @@
 """The search agents on MallocGame-v1: rollout, beam and MCTS over the v1 simulator.
 
 They branch on :mod:`mallocgym.sim.v1` states (array copies; the env's ``clone_state`` would
-also copy its observation) and score a position by finishing it with the greedy completion
-(:func:`mallocgym.heuristics_v1.complete_greedy`); every agent keeps the best complete mapping
-it has seen, starting with the greedy one, so none returns worse than greedy.
+also copy its observation) and score a position by finishing it with a default policy: ``xla-msa``
+in the env (:func:`mallocgym.sim.msa.complete_msa`: XLA's Memory Space Assignment, each choice
+mapped to the nearest env action; the default) or ``greedy``
+(:func:`mallocgym.heuristics_v1.complete_greedy`), chosen by the agents' ``completion=`` setting.
+Every agent keeps the best complete mapping it has seen, starting with the default policy's own,
+so none returns worse than it.
 
 Branching: at a decision the agents try ``SLOW``, ``FAST`` at the ``fast_branch`` best-fit
-offsets (2 by default; on a later segment the one keep) and ``PREFETCH`` at each of the
-picker's start times with its best-fit offset: at most ``1 + 2 + J`` moves instead of the
-env's ``1 + K + J * K`` actions. Forced positions are played as the env plays them. MCTS is
+offsets (2 by default; on a later segment the one keep), ``PREFETCH`` at each of the
+picker's start times with its best-fit offset, and the default policy's own move: at most
+``1 + 2 + J + 1`` moves instead of the env's ``1 + K + J * K`` actions. Forced positions are played as the env plays them. MCTS is
 the same UCT as on v0 (:class:`mallocgym.agents.search._UCT`).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..evaluate_v1 import mapping_from_state
 from ..heuristics_v1 import complete_greedy, greedy_move, new_game
 from ..scenarios import Scenario
-from ..sim import v1, v1_obs
+from ..sim import msa, v1, v1_obs
 from .base import Solution
 from .search import MCTSConfig, _Budget, _UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
 
 
-class V1Game:
-    """MallocGame-v1 for the search agents: legal moves, playing one, greedy completions and
-    the best complete game seen (``best_state``, ``best_time``)."""
+COMPLETIONS = ("xla-msa", "greedy")
 
-    def __init__(self, scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, fast_branch: int = 2):
+
+class V1Game:
+    """MallocGame-v1 for the search agents: legal moves, playing one, default-policy completions
+    (``completion``: ``"xla-msa"`` or ``"greedy"``) and the best complete game seen
+    (``best_state``, ``best_time``)."""
+
+    def __init__(self, scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, fast_branch: int = 2,
+                 completion: str = "xla-msa"):
+        if completion not in COMPLETIONS:
+            raise ValueError(f"unknown completion {completion!r}; expected one of {', '.join(COMPLETIONS)}")
         self.scenario = scenario
+        self.completion = completion
         self.st, root, self.table, self.work = new_game(scenario, n_candidates=n_candidates, n_starts=n_starts)
+        self.ms = msa.msa_static(self.st)
+        self.res = msa.new_resource(self.st)
+        self.ix = msa.new_index(self.st)
+        self.starts = np.empty(self.st.compute_time.shape[0] + 2, np.int64)
+        self.choice = np.empty(3, np.int64)
         self.k, self.fast_branch = n_candidates, fast_branch
         v1_obs.advance_forced(self.st, root, self.table)
         self.root = root
@@ -43,16 +61,29 @@ class V1Game:
     def done(self, state) -> bool:
         return int(state.counters[v1.POS]) >= self.st.seg_use.shape[0]
 
+    def policy_move(self, state, s: int) -> int:
+        """The default policy's action at segment ``s`` (the table filled for it)."""
+        st, table = self.st, self.table
+        if self.completion == "greedy":
+            return int(greedy_move(st, state, s, table, self.work))
+        msa.resource_from_state(st, state, self.ms, self.res)
+        msa.index_from_state(st, state, self.ix)
+        msa.choose(st, state, self.ms, self.res, self.ix, s, self.starts, self.choice)
+        return int(msa.nearest_action(table, *self.choice))
+
     def legal(self, state) -> tuple[list, int]:
-        """The moves ``(kind, offset, prefetch start)`` at ``state`` and the index of greedy's."""
+        """The moves ``(kind, offset, prefetch start)`` at ``state`` and the index of the default
+        policy's."""
         st, table, k = self.st, self.table, self.k
         s = int(st.order[state.counters[v1.POS]])
         v1_obs.options(st, state, s, table)
         picks = [0] + [a for a in range(1, 1 + min(self.fast_branch, k)) if table.kind[a] >= 0]
         picks += [a for a in range(1 + k, table.kind.shape[0], k) if table.kind[a] >= 0]
-        greedy = int(greedy_move(st, state, s, table, self.work))
+        base = self.policy_move(state, s)
+        if base not in picks:
+            picks.append(base)
         moves = [(int(table.kind[a]), int(table.off[a]), int(table.pstart[a])) for a in picks]
-        return moves, picks.index(greedy) if greedy in picks else -1
+        return moves, picks.index(base)
 
     def play(self, state, move):
         """A new state: ``move`` played at ``state``'s segment, then the forced positions."""
@@ -61,9 +92,12 @@ class V1Game:
         return out
 
     def complete(self, state) -> float:
-        """The greedy completion's program time from ``state`` (the best is kept)."""
+        """The default policy's completion time from ``state`` (the best is kept)."""
         v1.copy_into(state, self.scratch)
-        t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
+        if self.completion == "greedy":
+            t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
+        else:
+            t = float(msa.complete_msa(self.st, self.scratch, self.table, self.ms, self.res, self.ix, self.starts))
         self.completions += 1
         if t < self.best_time:
             self.best_time = t
@@ -76,9 +110,10 @@ class V1Game:
 
 
 def rollout_v1(scenario: Scenario, *, n_candidates: int, max_completions: int | None,
-               time_limit: float | None) -> Solution:
-    """One step of lookahead over the branching moves, greedy completions; ties to greedy's move."""
-    game = V1Game(scenario, n_candidates=n_candidates)
+               time_limit: float | None, completion: str = "xla-msa") -> Solution:
+    """One step of lookahead over the branching moves, default-policy completions; ties to the
+    policy's move."""
+    game = V1Game(scenario, n_candidates=n_candidates, completion=completion)
     budget = _Budget(max_completions, time_limit)
     state = game.root
     while not game.done(state):
@@ -93,9 +128,10 @@ def rollout_v1(scenario: Scenario, *, n_candidates: int, max_completions: int | 
 
 
 def beam_v1(scenario: Scenario, *, width: int, n_candidates: int, max_completions: int | None,
-            time_limit: float | None) -> Solution:
-    """Keep the ``width`` best positions (by greedy completion); expand each by every branching move."""
-    game = V1Game(scenario, n_candidates=n_candidates)
+            time_limit: float | None, completion: str = "xla-msa") -> Solution:
+    """Keep the ``width`` best positions (by default-policy completion); expand each by every
+    branching move."""
+    game = V1Game(scenario, n_candidates=n_candidates, completion=completion)
     budget = _Budget(max_completions, time_limit)
     beam = [(-game.root_value, 0, game.root)]
     tie = 1
@@ -119,7 +155,7 @@ def beam_v1(scenario: Scenario, *, width: int, n_candidates: int, max_completion
 
 
 def mcts_v1(scenario: Scenario, cfg: MCTSConfig) -> Solution:
-    """UCT (as on v0) with greedy completions."""
-    game = V1Game(scenario, n_candidates=cfg.n_candidates)
+    """UCT (as on v0) with default-policy completions."""
+    game = V1Game(scenario, n_candidates=cfg.n_candidates, completion=cfg.completion)
     sims = _UCT(game, game.root, cfg).run(cfg.time_limit)
     return game.solution(simulations=sims)

@@ -15,7 +15,7 @@ from .._validate import check_int
 from ..hardware import Hardware
 from ..render import ascii_map
 from ..scenarios import Scenario, oversized
-from ..sim import ORDERS, v1, v1_obs
+from ..sim import ORDERS, msa, v1, v1_obs
 from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..workloads import Workload
 from .base import ScenarioEnv, check_bins, feature_list
@@ -234,6 +234,24 @@ class MallocGameV1Env(ScenarioEnv):
         s = self.current_segment
         return int(self._compiled.static.seg_buf[s]) if s >= 0 else -1
 
+    def msa_action(self) -> int:
+        """The ``xla-msa`` in-env policy's action now: XLA's Memory Space Assignment's choice for
+        the current segment (:func:`mallocgym.sim.msa.choose`, cost-analysis picker with the env's
+        ``ratios``) mapped to the nearest legal action (same kind; the nearest prefetch start,
+        then the nearest offset). Its copy budget is rebuilt from the prefetches made so far.
+        0 (``SLOW``) at the end."""
+        if self._done:
+            return 0
+        st = self._compiled.static
+        if getattr(self, "_msa", (None,))[0] is not st:  # per scenario: settings and work arrays
+            self._msa = (st, msa.msa_static(st), msa.new_resource(st), msa.new_index(st),
+                         np.empty(st.compute_time.shape[0] + 2, np.int64), np.empty(3, np.int64))
+        _, ms, res, ix, starts, out = self._msa
+        msa.resource_from_state(st, self._state, ms, res)
+        msa.index_from_state(st, self._state, ix)
+        msa.choose(st, self._state, ms, res, ix, self.current_segment, starts, out)
+        return int(msa.nearest_action(self._table, *out))
+
     def action_meaning(self, action: int) -> tuple[str, int, int]:
         """``(kind, offset, prefetch start)`` of ``action`` now (``("illegal", -1, -1)`` if masked)."""
         kind = int(self._table.kind[action])
@@ -329,6 +347,7 @@ class MallocGameV1Env(ScenarioEnv):
     def __getstate__(self) -> dict:
         out = dict(self.__dict__)
         out.pop("_step_kernel", None)  # a compiled entry point does not pickle: bound again on load
+        out.pop("_msa", None)  # the xla-msa policy's work arrays: rebuilt on first use
         return out
 
     def __setstate__(self, state: dict) -> None:

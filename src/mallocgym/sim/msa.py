@@ -43,9 +43,9 @@ from . import v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
 from .v1_obs import advance_forced, play
 
-__all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state", "has_resource",
-           "add_copy", "picker_starts", "nocopy_ok", "best_fit", "look_ahead_fit", "choose", "plan",
-           "nearest_action", "complete_msa"]
+__all__ = ["MsaStatic", "Resource", "Index", "PICKERS", "msa_static", "new_resource", "new_index", "index_from_state",
+           "register_decided", "resource_from_state", "has_resource", "add_copy", "picker_starts", "nocopy_ok",
+           "keep_free", "best_fit", "look_ahead_fit", "choose", "plan", "nearest_action", "complete_msa"]
 
 PICKERS = ("cost", "count")
 COST, COUNT = 0, 1
@@ -60,6 +60,7 @@ MsaStatic = namedtuple("MsaStatic", [
     "elapsed",    # float64[T] all-slow elapsed time of each op: the copy budget per op
     "reduction",  # float64[S] time the use op saves with this segment's accesses fast (inst_elapsed_reduction)
     "rank",       # int64[S] position of each segment in the decision order (copies of a state re-added in it)
+    "cum",        # float64[T+1] prefix sums of ``elapsed`` (the scenario's ``cum_slow``)
 ])
 
 Resource = namedtuple("Resource", [
@@ -69,6 +70,35 @@ Resource = namedtuple("Resource", [
     "count",   # int64[1] how many
     "delay",   # float64[T+1] leftover of earlier copies at the start of each op
 ])
+
+
+Index = namedtuple("Index", [
+    "width",   # int64[1] ops per time bucket
+    "head",    # int64[B] first registration of each bucket (-1 none)
+    "nxt",     # int64[R] next registration in the same bucket
+    "cid",     # int64[R] the chunk registered
+    "reg_hi",  # int64[S] the last op each chunk is registered through (-1: not registered)
+    "stamp",   # int64[S] the last query that met each chunk
+    "ids",     # int64[S] scratch: a query's chunks
+    "counts",  # int64[2] registrations used, queries made
+])
+
+
+def new_index(st: v1.Static1) -> Index:
+    """An empty time-bucket index of the fast-memory chunks, so a query over an op window meets
+    only the chunks of the buckets it spans (a linear scan of every chunk made ``xla-msa``
+    quadratic in the program size). A buffer's chunks are disjoint in time and inside its live
+    range (an eviction holds at most one op past it), so at most ``sum(live + 2) / width + 2 *
+    segments`` registrations are ever made; the width keeps that near ``16 * (buffers +
+    segments)`` (long-lived buffers make the mean live range a poor width)."""
+    n_ops, n_seg = st.compute_time.shape[0], st.seg_use.shape[0]
+    live = st.end - st.start + 1
+    total = int((live + 2).sum())
+    width = max(1, -(-total // (16 * (live.size + n_seg) + 1)))
+    cap = 2 * (total // width + 2 * n_seg + live.size) + 64
+    return Index(np.array([width], np.int64), np.full((n_ops + 1) // width + 2, -1, np.int64),
+                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.full(n_seg, -1, np.int64),
+                 np.zeros(n_seg, np.int64), np.zeros(n_seg, np.int64), np.zeros(2, np.int64))
 
 
 def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, count_max: int = 10,
@@ -107,7 +137,7 @@ def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, coun
     rank[st.order] = np.arange(st.order.shape[0])
     params = np.array([COST if picker == "cost" else COUNT, lo_r, pref_r, max_r, count_min, count_max,
                        max_r * capacity / slow_bw, 1e-12 * float(p[v1.TIME_ALL_SLOW])])
-    return MsaStatic(params, elapsed, reduction, rank)
+    return MsaStatic(params, elapsed, reduction, rank, st.cum_slow)
 
 
 def new_resource(st: v1.Static1) -> Resource:
@@ -132,8 +162,9 @@ def _upper_bound(res, t):
 
 @njit(cache=True)
 def _consume(ms, res, start, end, amount, update):
-    """``ConsumeResource`` for a new copy: whether it (and every copy it pushes back) still
-    finishes inside its window; with ``update``, record the leftovers in ``delay``."""
+    """``ConsumeResource`` for a new copy, op by op as MSA writes it: whether it (and every copy
+    it pushes back) still finishes inside its window; with ``update``, record the leftovers in
+    ``delay``. :func:`has_resource` answers the same question from prefix sums."""
     eps = ms.params[EPS]
     if amount <= 0.0:
         return True
@@ -160,11 +191,41 @@ def _consume(ms, res, start, end, amount, update):
         nxt += 1
 
 
+@njit(cache=True, inline="always")
+def _budget(ms, a, b):
+    """The copy budget of the ops strictly between ``a`` and ``b``."""
+    lo = a + 1
+    if lo >= b:
+        return 0.0
+    return ms.cum[b] - ms.cum[lo]
+
+
 @njit(cache=True)
 def has_resource(ms, res, start, end, amount):
     """``HasEnoughResource``: can a copy of ``amount`` seconds issued after op ``start`` be done
-    before op ``end`` without pushing any later copy past its own end?"""
-    return _consume(ms, res, start, end, amount, False)
+    before op ``end`` without pushing any later copy past its own end?
+
+    :func:`_consume` without its op-by-op loop: a copy fits iff its work (with the earlier
+    copies' leftover) is at most the ops' time inside its window, and it pushes the next copy
+    by what is left of it when that copy is issued; both are prefix sums of the op times
+    (:func:`_budget`), so a check costs one step per copy it pushes, not one per op."""
+    eps = ms.params[EPS]
+    if amount <= 0.0:
+        return True
+    left = amount + res.delay[start + 1]
+    nxt = _upper_bound(res, start)
+    n = res.count[0]
+    while True:
+        if left > _budget(ms, start, end) + eps:
+            return False
+        if nxt >= n or res.start[nxt] + 1 >= end:
+            return True
+        pushed = left - _budget(ms, start, res.start[nxt] + 1)  # still to copy when it is issued
+        if pushed <= eps:
+            return True
+        start, end = res.start[nxt], res.end[nxt]
+        left = pushed + res.amount[nxt]
+        nxt += 1
 
 
 @njit(cache=True)
@@ -292,20 +353,91 @@ def _held_to(state, c):
 
 
 @njit(cache=True)
-def _live_chunks(st, state, lo, hi, skip_buf, ids):
-    """Chunks MSA sees live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, by offset."""
-    m = 0
+def _register(state, ix, c):
+    """Register chunk ``c`` in the buckets up to the op it is held through (once each)."""
+    if c < 0:
+        return
+    hi = _held_to(state, c)
+    old = ix.reg_hi[c]
+    if old >= hi:
+        return
+    w = ix.width[0]
+    first = state.ch_lo[c] // w if old < 0 else old // w + 1
+    if first < 0:
+        first = 0
+    for k in range(first, hi // w + 1):
+        n = ix.counts[0]
+        if n >= ix.cid.shape[0]:
+            raise ValueError("xla-msa chunk index full")
+        ix.cid[n] = c
+        ix.nxt[n] = ix.head[k]
+        ix.head[k] = n
+        ix.counts[0] = n + 1
+    ix.reg_hi[c] = hi
+
+
+@njit(cache=True)
+def register_decided(st, state, ix, pos_from, pos_to):
+    """Register the chunks of the segments decided at positions ``[pos_from, pos_to)`` of the
+    decision order (their own and their buffer's eviction chunk, which a decision may extend)."""
+    for pos in range(pos_from, pos_to):
+        s = st.order[pos]
+        _register(state, ix, state.seg_chunk[s])
+        _register(state, ix, state.ev_chunk[st.seg_buf[s]])
+
+
+@njit(cache=True)
+def index_from_state(st, state, ix):
+    """Reset ``ix`` and register every chunk of ``state``."""
+    ix.head[:] = -1
+    ix.reg_hi[:] = -1
+    ix.stamp[:] = 0
+    ix.counts[:] = 0
     for i in range(state.counters[v1.N_CHUNKS]):
-        c = state.active[i]
-        if state.ch_buf[c] == skip_buf or _held_to(state, c) < lo or state.ch_lo[c] > hi:
-            continue
-        ids[m] = c
-        m += 1
+        _register(state, ix, state.active[i])
+
+
+@njit(cache=True)
+def _live_chunks(st, state, ix, lo, hi, skip_buf):
+    """Chunks MSA sees live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ix.ids``,
+    sorted by offset; return how many."""
+    ix.counts[1] += 1
+    q = ix.counts[1]
+    w = ix.width[0]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, ix.head.shape[0] - 1)
+    m = 0
+    for k in range(k0, k1 + 1):
+        j = ix.head[k]
+        while j >= 0:
+            c = ix.cid[j]
+            j = ix.nxt[j]
+            if ix.stamp[c] == q:
+                continue
+            ix.stamp[c] = q
+            if state.ch_buf[c] == skip_buf or _held_to(state, c) < lo or state.ch_lo[c] > hi:
+                continue
+            ix.ids[m] = c
+            m += 1
+    if m > 16:  # by offset (ties in any order: the gap sweeps take the highest end so far)
+        offs = np.empty(m, np.int64)
+        for i in range(m):
+            offs[i] = state.ch_off[ix.ids[i]]
+        ix.ids[:m] = ix.ids[:m][np.argsort(offs)]
+        return m
+    for i in range(1, m):  # insertion sort for a few
+        c = ix.ids[i]
+        off = state.ch_off[c]
+        j = i - 1
+        while j >= 0 and state.ch_off[ix.ids[j]] > off:
+            ix.ids[j + 1] = ix.ids[j]
+            j -= 1
+        ix.ids[j + 1] = c
     return m
 
 
 @njit(cache=True)
-def keep_free(st, state, s):
+def keep_free(st, state, ix, s):
     """Whether segment ``s`` can keep the value at its previous offset (as
     :func:`mallocgym.sim.v1.keep_legal`, with evicted chunks held through their done op)."""
     b = st.seg_buf[s]
@@ -313,30 +445,28 @@ def keep_free(st, state, s):
     if s == st.seg_ptr[b] or (prev_kind != FAST and prev_kind != PREFETCH_SEG):
         return False
     off, size = state.seg_off[s - 1], st.size[b]
-    lo, hi = st.seg_prev[s] + 1, st.seg_use[s]
-    for i in range(state.counters[v1.N_CHUNKS]):
-        c = state.active[i]
-        if state.ch_buf[c] == b or _held_to(state, c) < lo or state.ch_lo[c] > hi:
-            continue
+    m = _live_chunks(st, state, ix, st.seg_prev[s] + 1, st.seg_use[s], b)
+    for i in range(m):
+        c = ix.ids[i]
         if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
             return False
     return True
 
 
 @njit(cache=True)
-def best_fit(st, state, b, lo, hi, ids):
+def best_fit(st, state, ix, b, lo, hi):
     """MSA's best-fit offset for buffer ``b`` over ops ``[lo, hi]``: the smallest free gap that
     fits, then the lowest offset; the space above the highest live chunk ranks last (checked
     against the capacity). -1 if nothing fits."""
     size = st.size[b]
     capacity = st.iparams[v1.CAPACITY]
     align = st.iparams[v1.ALIGNMENT]
-    m = _live_chunks(st, state, lo, hi, b, ids)
+    m = _live_chunks(st, state, ix, lo, hi, b)
     best_gap = -1
     best_off = -1
     cursor = 0
     for i in range(m):
-        c = ids[i]
+        c = ix.ids[i]
         ghi = state.ch_off[c]
         if ghi > cursor:
             low = (cursor + align - 1) // align * align
@@ -354,7 +484,7 @@ def best_fit(st, state, b, lo, hi, ids):
 
 
 @njit(cache=True)
-def look_ahead_fit(st, state, ms, s, lo, ids):
+def look_ahead_fit(st, state, ms, ix, s, lo):
     """``FindBestChunkCandidate`` with no preferred offset: the best fit over ``[lo, use]``
     extended to the latest later use reachable without a copy that still fits (binary search
     over those uses). -1 if nothing fits even up to this use."""
@@ -363,16 +493,16 @@ def look_ahead_fit(st, state, ms, s, lo, ids):
     j = s
     while j + 1 < last and nocopy_ok(st, ms, st.seg_use[j], st.seg_use[j + 1]):
         j += 1
-    off = best_fit(st, state, b, lo, st.seg_use[j], ids)
+    off = best_fit(st, state, ix, b, lo, st.seg_use[j])
     if off >= 0 or j == s:
         return off
-    off = best_fit(st, state, b, lo, st.seg_use[s], ids)
+    off = best_fit(st, state, ix, b, lo, st.seg_use[s])
     if off < 0:
         return -1
     a, z = s, j  # fits up to use a, not up to use z
     while z - a > 1:
         mid = (a + z) // 2
-        o = best_fit(st, state, b, lo, st.seg_use[mid], ids)
+        o = best_fit(st, state, ix, b, lo, st.seg_use[mid])
         if o >= 0:
             a, off = mid, o
         else:
@@ -382,7 +512,7 @@ def look_ahead_fit(st, state, ms, s, lo, ids):
 
 # ------------------------------------------------------------------------------ decisions
 @njit(cache=True)
-def choose(st, state, ms, res, s, ids, starts, out):
+def choose(st, state, ms, res, ix, s, starts, out):
     """MSA's allocation for segment ``s`` of the current state into ``out`` = ``(kind, offset,
     prefetch start)``."""
     out[0], out[1], out[2] = SLOW, -1, -1
@@ -397,13 +527,13 @@ def choose(st, state, ms, res, s, ids, starts, out):
         # produce in fast memory (not a program input, nor an output produced by the last op,
         # which MSA pins to default memory)
         if d >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and nocopy_ok(st, ms, d, u):
-            off = look_ahead_fit(st, state, ms, s, d, ids)
+            off = look_ahead_fit(st, state, ms, ix, s, d)
             if off >= 0:
                 out[0], out[1] = FAST, off
                 return
     else:
         k = state.seg_kind[s - 1]
-        if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, s):
+        if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, ix, s):
             out[0], out[1] = FAST, state.seg_off[s - 1]
             return
     lo, hi = v1.prefetch_window(st, state, s)
@@ -429,7 +559,7 @@ def choose(st, state, ms, res, s, ids, starts, out):
         p = starts[i]
         if p < lo or p > hi or not has_resource(ms, res, p, u, copy):
             continue
-        off = look_ahead_fit(st, state, ms, s, p + 1, ids)
+        off = look_ahead_fit(st, state, ms, ix, s, p + 1)
         if off >= 0:
             out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
@@ -461,20 +591,25 @@ def _eviction_end(st, state, b, s):
 
 
 @njit(cache=True)
-def plan(st, state, ms, res, ids, starts):
+def plan(st, state, ms, res, ix, starts):
     """Play MSA from the state's position to the end with its exact choices (any prefetch start
-    the picker gives, not only the env's); return the program time."""
+    the picker gives, not only the env's); return the program time. ``res`` and ``ix`` are
+    rebuilt from the state first."""
+    resource_from_state(st, state, ms, res)
+    index_from_state(st, state, ix)
     out = np.empty(3, np.int64)
     n = st.seg_use.shape[0]
     slow_bw = st.params[v1.SLOW_BW]
     while state.counters[v1.POS] < n:
-        s = st.order[state.counters[v1.POS]]
-        choose(st, state, ms, res, s, ids, starts, out)
+        pos = state.counters[v1.POS]
+        s = st.order[pos]
+        choose(st, state, ms, res, ix, s, starts, out)
         v1.apply_rules(st, state, s, out[0], out[1], out[2])
         if out[0] == PREFETCH_SEG:
             add_copy(ms, res, out[2], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN] += 1
+        register_decided(st, state, ix, pos, pos + 1)
     return v1.current_time(st, state)
 
 
@@ -498,19 +633,22 @@ def nearest_action(table, kind, off, pstart):
 
 
 @njit(cache=True)
-def complete_msa(st, state, table, ms, res, ids, starts):
+def complete_msa(st, state, table, ms, res, ix, starts):
     """Play the rest of the game with MSA's choice mapped to the nearest env action at each
     real decision (forced positions as the env plays them); return the final program time.
-    ``res`` is rebuilt from the state first."""
+    ``res`` and ``ix`` are rebuilt from the state first."""
     resource_from_state(st, state, ms, res)
+    index_from_state(st, state, ix)
     out = np.empty(3, np.int64)
     slow_bw = st.params[v1.SLOW_BW]
+    pos = state.counters[v1.POS]
     s = advance_forced(st, state, table)
     while s >= 0:
-        choose(st, state, ms, res, s, ids, starts, out)
+        register_decided(st, state, ix, pos, state.counters[v1.POS])
+        pos = state.counters[v1.POS]
+        choose(st, state, ms, res, ix, s, starts, out)
         a = nearest_action(table, out[0], out[1], out[2])
         if table.kind[a] == PREFETCH_SEG:
             add_copy(ms, res, table.pstart[a], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
         s = play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
     return state.totals[v1.TIME]
-

@@ -1,33 +1,42 @@
 """The trained mallocMuZero as a harness agent: ``muzero:DIR`` and ``muzero-sim:DIR``.
 
 ``muzero:DIR`` plays each move with search over the learned model; ``muzero-sim:DIR`` searches
-the exact simulator with the network's priors and values (and, with ``keep_xla``, returns
-XLA-like's mapping when that is better). Options follow the path after commas:
-``muzero:runs/a,sims=64`` (simulations per move), ``muzero:runs/a,span=2`` (the search's
-``min_q_span``), ``muzero:runs/a,keep=1`` (``search.departure_margin``: keep XLA-like's move
-unless the search values another higher by more than 1). ``muzero:A+B,ens=agree`` is an
-ensemble: each checkpoint searches every position over its own learned model and the rule
-(``search.ensemble``: ``mean`` or ``agree``) picks the move; the first checkpoint's config
-(with the options) applies to all.
+the exact simulator guided by the network (:class:`.simsearch.SimulatorSearch`: it returns the
+best completion it has seen, so it is never worse than XLA-like). Options follow the path after
+commas:
+
+- both modes: ``sims=N`` (simulations per move), ``budget_s=S`` (wall seconds per scenario, counted from the start of ``solve``: once spent,
+  the learned mode plays XLA-like's moves and the simulator mode follows the best mapping found
+  so far, so a game ends within the budget plus one search step);
+- ``muzero`` only: ``span=X`` (``search.min_q_span``), ``keep=X`` (``search.departure_margin``: keep XLA-like's move unless the
+  search values another higher by more than X), ``ens=mean|agree`` (``search.ensemble``) for an
+  ensemble ``muzero:A+B`` (each checkpoint searches every position over its own learned model;
+  the first checkpoint's config, with the options, applies to all);
+- ``muzero-sim`` only: ``mix=M`` (``simulator.value_mix``; 1: exact leaf values),
+  ``lead=L`` (``simulator.max_logit_lead``; 0: the prior zeroed) and ``ptemp=T``
+  (``simulator.prior_temperature``).
+
+An option given to the mode it does not apply to is an error, as is an unknown option or an
+unreadable value.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+import time
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from ...evaluate import evaluate
-from ...heuristics import xla_like
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
 from .config import ENSEMBLE_RULES, MuZeroConfig
-from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play
+from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
-from .simsearch import simulator_search
+from .simsearch import SimulatorSearch
 
 __all__ = ["MuZeroAgent", "muzero_factory", "MODES", "make_env"]
 
@@ -41,10 +50,12 @@ def make_env(scenario, config: MuZeroConfig):
 
 class MuZeroAgent:
     """Plays MallocGame with search; ``mode`` is ``"learned"`` or ``"simulator"``. ``net`` is one
-    network or, in learned mode, several (an ensemble combined by ``config.search.ensemble``)."""
+    network or, in learned mode, several (an ensemble combined by ``config.search.ensemble``).
+    ``budget_s``: wall seconds per scenario (None: no limit), read on ``clock``."""
 
     def __init__(self, net: MuZeroNet | Sequence[MuZeroNet], config: MuZeroConfig, *, mode: str = "learned",
-                 num_simulations: int | None = None, name: str | None = None):
+                 num_simulations: int | None = None, name: str | None = None, budget_s: float | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         nets = [net] if isinstance(net, MuZeroNet) else list(net)
@@ -57,6 +68,10 @@ class MuZeroAgent:
                 raise ValueError(f"the ensemble's networks were trained on different observations: "
                                  f"{[n.spec for n in nets]}")
             check_ensemble(config.search.ensemble, config.search.departure_margin)
+        if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+            raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
+        if num_simulations is not None and num_simulations < 1:
+            raise ValueError(f"num_simulations must be >= 1, got {num_simulations!r}")
         torch.set_num_threads(1)
         self.nets = [n.eval() for n in nets]
         self.models = [NetworkModel(n) for n in self.nets]
@@ -65,61 +80,100 @@ class MuZeroAgent:
         self.mode = mode
         default = config.search.eval_simulations if mode == "learned" else config.simulator.num_simulations
         self.num_simulations = int(num_simulations or default)
+        self.budget_s = budget_s
+        self.clock = clock
         self.name = name or ("muzero" if mode == "learned" else "muzero-sim")
 
-    def moves(self, scenario: Scenario, *, seed: int = 0):
+    def moves(self, scenario: Scenario, *, seed: int = 0, start: float | None = None):
         """Play one game, yielding ``(env, legal, action)`` before each move is made (``env``:
         the unwrapped MallocGame env at the position, ``legal``: the search's legal actions);
-        returns the final ``info`` and the number of searched moves. :meth:`solve` plays it out;
-        ``baselines/muzero/departures.py`` inspects it."""
+        returns the final ``info`` and a dict of details (searched moves; in simulator mode the
+        search itself under ``"search"``). :meth:`solve` plays it out;
+        ``baselines/muzero/departures.py`` inspects it. ``start``: the ``clock`` reading the
+        budget counts from (default: now)."""
+        start = self.clock() if start is None else start
+        deadline = None if self.budget_s is None else start + self.budget_s
         env = make_env(scenario, self.config)
         u = env.unwrapped
         spec = ObsSpec.from_env(env)
         if spec != self.net.spec:
             raise ValueError(f"the network was trained on observations {self.net.spec}, the env gives {spec}")
         obs, info = env.reset(seed=seed)
+        search = None
+        if self.mode == "simulator":
+            search = SimulatorSearch(u, self.model, self.config, num_simulations=self.num_simulations,
+                                     deadline=deadline, clock=self.clock)
         done = False
         searched = 0
+        out_of_time = False
         while not done:
             batch = stack_obs([obs])
             legal = effective_legal(batch, prune_no_benefit=self.config.search.prune_no_benefit)[0]
-            if legal.sum() <= 1:
+            if search is not None:
+                action = search.move()
+                if not legal[action]:
+                    raise RuntimeError(f"the simulator search chose action {action}, illegal at step "
+                                       f"{u.step_index} (legal: {np.flatnonzero(legal).tolist()})")
+            elif legal.sum() <= 1:
                 action = int(np.flatnonzero(legal)[0])
-            elif self.mode == "learned":
-                search = self.config.search
-                results = [play(model, batch, config=search, num_simulations=self.num_simulations)
-                           for model in self.models]
-                action = int(ensemble_move(results, legal[None], rule=search.ensemble,
-                                           margin=search.departure_margin)[0])
-                searched += 1
+            elif out_of_time or (deadline is not None and self.clock() >= deadline):
+                out_of_time = True
+                action = xla_move(legal)
             else:
-                action = int(simulator_search(self.model, [u], config=self.config,
-                                              num_simulations=self.num_simulations).action[0])
+                config = self.config.search
+                results = [play(model, batch, config=config, num_simulations=self.num_simulations)
+                           for model in self.models]
+                action = int(ensemble_move(results, legal[None], rule=config.ensemble,
+                                           margin=config.departure_margin)[0])
                 searched += 1
             yield u, legal, action
             obs, _, done, _, info = u.step(action)
-        return info, searched
+        if search is not None:
+            return info, {"searched_moves": search.searched_moves, "search": search}
+        return info, {"searched_moves": searched, "budget_exhausted": out_of_time}
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        game = self.moves(scenario, seed=seed)
+        start = self.clock()
+        game = self.moves(scenario, seed=seed, start=start)
         try:
             while True:
                 next(game)
         except StopIteration as end:
-            info, searched = end.value
+            info, extra = end.value
         offsets = np.asarray(info["offsets"], np.int64)
-        details = {"mode": self.mode, "simulations": self.num_simulations, "searched_moves": searched}
+        details = {"mode": self.mode, "simulations": self.num_simulations,
+                   "searched_moves": extra["searched_moves"]}
+        if self.budget_s is not None:
+            details["budget_s"] = self.budget_s
         if len(self.nets) > 1:
             details["ensemble"] = {"members": len(self.nets), "rule": self.config.search.ensemble}
-        if self.mode == "simulator" and self.config.simulator.keep_xla:
-            xla = xla_like(scenario)
-            own = evaluate(scenario.workload, offsets, scenario.hardware).time
-            if evaluate(scenario.workload, xla, scenario.hardware).time < own:
-                offsets = xla
-                details["kept_xla"] = True
-            else:
-                details["kept_xla"] = False
+        search = extra.get("search")
+        if search is None:
+            if self.budget_s is not None:
+                details["budget_exhausted"] = extra["budget_exhausted"]
+            return Solution(offsets, info=details)
+        # the game followed the incumbent to its end: the played mapping is the best one seen
+        if not np.array_equal(offsets, search.best_offsets):
+            raise RuntimeError("the simulator search's game did not end at its best mapping (a bug)")
+        details.update(search.info())
+        details["simulations"] = self.num_simulations
+        details["simulations_run"] = search.simulations
+        details["kept_xla"] = bool(search.best_time >= search.start_time)
         return Solution(offsets, info=details)
+
+
+# option -> (config field or None for an agent argument, the modes it applies to)
+_OPTIONS = {
+    "sims": (None, ("muzero", "muzero-sim")),
+    "budget_s": (None, ("muzero", "muzero-sim")),
+    "span": ("search.min_q_span", ("muzero",)),
+    "keep": ("search.departure_margin", ("muzero",)),
+    "ens": ("search.ensemble", ("muzero",)),
+    "mix": ("simulator.value_mix", ("muzero-sim",)),
+    "lead": ("simulator.max_logit_lead", ("muzero-sim",)),
+    "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
+}
+_KNOWN = "sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T (muzero-sim)"
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -130,27 +184,41 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
     overrides: list[str] = []
     for option in options:
         key, sep, value = option.partition("=")
-        if key == "sims" and sep and value.isdigit() and int(value) >= 1:
+        if key not in _OPTIONS or not sep:
+            raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: {_KNOWN})")
+        field, modes = _OPTIONS[key]
+        if kind not in modes:
+            raise ValueError(f"agent {kind}:{arg}: option {key}= applies to {' and '.join(modes)} only")
+        if key == "sims":
+            if not (value.isdigit() and int(value) >= 1):
+                raise ValueError(f"agent {kind}:{arg}: sims must be an integer >= 1, got {value!r}")
             parsed["num_simulations"] = int(value)
             continue
-        if key == "ens" and sep and value in ENSEMBLE_RULES:
-            overrides.append(f"search.ensemble={value}")
+        if key == "ens":
+            if value not in ENSEMBLE_RULES:
+                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (ens is one of "
+                                 f"{'|'.join(ENSEMBLE_RULES)})")
+            overrides.append(f"{field}={value}")
             continue
-        if key in ("span", "keep") and sep:
-            field = "min_q_span" if key == "span" else "departure_margin"
-            try:
-                overrides.append(f"search.{field}={float(value)!r}")
-                continue
-            except ValueError:
-                pass
-        raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: sims=N, span=X, keep=X, "
-                         f"ens={'|'.join(ENSEMBLE_RULES)})")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} takes a number)") from None
+        if not math.isfinite(number):
+            raise ValueError(f"agent {kind}:{arg}: {key} must be finite, got {value!r}")
+        if key == "budget_s":
+            if number <= 0:
+                raise ValueError(f"agent {kind}:{arg}: budget_s must be > 0 seconds, got {value!r}")
+            parsed["budget_s"] = number
+        else:
+            overrides.append(f"{field}={number!r}")
     return path, parsed, overrides
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
-    """``muzero:DIR[,sims=N][,span=X][,keep=X]`` (learned model), ``muzero-sim:DIR[,...]``
-    (simulator) and ``muzero:DIR+DIR2[,...][,ens=mean|agree]`` (an ensemble, learned models)."""
+    """``muzero:DIR[,sims=N][,budget_s=S][,span=X][,keep=X]`` (learned model),
+    ``muzero-sim:DIR[,sims=N][,budget_s=S][,mix=M][,lead=L][,ptemp=T]`` (simulator) and
+    ``muzero:DIR+DIR2[,...][,ens=mean|agree]`` (an ensemble, learned models)."""
     path, options, overrides = _parse(kind, arg)
     paths = path.split("+")
     if not all(paths):
@@ -164,10 +232,12 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
         if other.env != config.env:
             raise ValueError(f"agent {kind}:{arg}: {p} was trained with another env config than {paths[0]} "
                              f"({other.env} vs {config.env})")
+    try:
+        config = config.with_overrides(overrides)
+    except ValueError as exc:
+        raise ValueError(f"agent {kind}:{arg}: {exc}") from None
     mode = "simulator" if kind == "muzero-sim" else "learned"
     # options name the agent, so variants stay apart in one bench; an ensemble is muzero-x2,...
     name = kind + (f"-x{len(paths)}" if len(paths) > 1 else "") + arg[len(path):]
     nets = [net for net, _, _ in loaded]
-    return MuZeroAgent(nets if len(nets) > 1 else nets[0], config.with_overrides(overrides), mode=mode,
-                       name=name, **options)
-
+    return MuZeroAgent(nets if len(nets) > 1 else nets[0], config, mode=mode, name=name, **options)

@@ -201,19 +201,27 @@ class SimulatorConfig:
         best completion it has seen, XLA-like's own among them, so the mode is never worse than
         XLA-like by construction (the solution's ``info["kept_xla"]`` says when nothing better
         was found).
+      c_visit, c_scale: the selection's Q bonus ``sigma(q) = (c_visit + max_b N(b)) * c_scale *
+        qn`` (``qn``: the children's Q-values min-max normalised within the node, ``N``:
+        simulations through each child). Smaller is more exploratory. The simulator search has
+        its own constants (``search.c_visit``, ``c_scale`` and ``min_q_span`` are the learned
+        search's): its values are exact, and the learned search's ``c_visit = 50`` made it
+        greedy (it kept to the child with the best one-step completion).
       prior_temperature: the network's logits are divided by this before the lead bound.
       max_logit_lead: the prior's logits are raised to at least ``max - max_logit_lead`` (0: the
         prior zeroed, uniform; then with ``value_mix = 1`` the network is not called). Must be
-        below ``search.c_visit * search.c_scale``, the smallest Q bonus between a node's best and
-        worst child, so that Q can always overrule the prior
+        below ``c_visit * c_scale``, the smallest Q bonus between a node's best and worst child,
+        so that Q can always overrule the prior
         (:func:`mallocgym.agents.muzero.simsearch.bounded_logits` shows the arithmetic).
     """
 
-    num_simulations: int = 32
+    num_simulations: int = 8
     value_mix: float = 1.0
     keep_xla: bool = True
+    c_visit: float = 5.0
+    c_scale: float = 0.1
     prior_temperature: float = 1.0
-    max_logit_lead: float = 2.5
+    max_logit_lead: float = 0.25
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
@@ -226,6 +234,11 @@ class SimulatorConfig:
             raise ValueError(f"simulator.prior_temperature must be a finite number > 0, got {self.prior_temperature!r}")
         if not (math.isfinite(self.max_logit_lead) and self.max_logit_lead >= 0):
             raise ValueError(f"simulator.max_logit_lead must be a finite number >= 0, got {self.max_logit_lead!r}")
+        _positive("simulator", c_visit=self.c_visit, c_scale=self.c_scale)
+        if not self.max_logit_lead < self.c_visit * self.c_scale:
+            raise ValueError(f"simulator.max_logit_lead ({self.max_logit_lead!r}) must be below simulator.c_visit * "
+                             f"simulator.c_scale ({self.c_visit * self.c_scale!r}), the smallest Q bonus between a "
+                             f"node's best and worst child: otherwise the prior could outrank Q")
 
 
 @dataclass(frozen=True)
@@ -369,11 +382,6 @@ class MuZeroConfig:
         for name, cls in _PARTS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"config.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
-        least_bonus = self.search.c_visit * self.search.c_scale
-        if not self.simulator.max_logit_lead < least_bonus:
-            raise ValueError(f"simulator.max_logit_lead ({self.simulator.max_logit_lead!r}) must be below "
-                             f"search.c_visit * search.c_scale ({least_bonus!r}), the smallest Q bonus between a "
-                             f"node's best and worst child: otherwise the prior could outrank Q")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""

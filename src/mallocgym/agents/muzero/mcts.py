@@ -200,6 +200,14 @@ class NetworkModel:
         return value.double().numpy(), out.policy_logits.double().numpy(), (out.latent, out.cands)
 
     @torch.no_grad()
+    def evaluate(self, obs: dict[str, np.ndarray], *, values: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
+        """``(value [B] or None, logits [B, A])`` of a batch of observations; ``values=False``
+        skips decoding the value head (the simulator search with exact values needs only logits)."""
+        out = self.net.initial_inference(obs_to_tensors(obs))
+        value = self.net.value_support.decode(out.value_logits).double().numpy() if values else None
+        return value, out.policy_logits.double().numpy()
+
+    @torch.no_grad()
     def recurrent(self, embedding: tuple, actions: np.ndarray):
         latent, cands = embedding
         out = self.net.recurrent_inference(latent, cands, torch.from_numpy(np.asarray(actions, np.int64)))

@@ -31,10 +31,12 @@ network.
 - **Selection** is Gumbel MuZero's deterministic rule (Danihelka et al. 2022) at every node,
   root included (there is no Gumbel noise when evaluating, and every legal action already has a
   completed Q): ``argmax_a pi'(a) - N(a) / (1 + sum_b N(b))`` with
-  ``pi' = softmax(z + sigma(q))``, ``sigma(q) = (c_visit + max_b N(b)) * c_scale * qn``, ``qn``
-  the children's mean values min-max normalised within the node (over
-  ``max(max - min, search.min_q_span)``), ``z`` the prior logits after :func:`bounded_logits`.
-  ``N`` counts evaluations (a child's own, then one per node created below it).
+  ``pi' = softmax(z + sigma(q))``, ``sigma(q) = (c_visit + max_b N(b)) * c_scale * qn``, ``N``
+  the simulations through each child, ``qn`` the children's mean values (over every evaluation
+  in their subtrees) min-max normalised within the node, ``z`` the prior logits after
+  :func:`bounded_logits`. The constants are ``simulator.c_visit`` and ``simulator.c_scale``
+  (the learned search's ``c_visit = 50`` is greedy here: it kept to the child with the best
+  one-step completion); the values being exact, no ``min_q_span`` damps Q.
 - **A prior temperature and a bound on the logit lead** (:func:`bounded_logits`), so that Q can
   always overrule the prior. With ``max_logit_lead = 0`` (the prior zeroed) and
   ``value_mix = 1`` the network is never called: nothing it returns could change the search.
@@ -74,20 +76,22 @@ def bounded_logits(logits: np.ndarray, legal: np.ndarray, *, temperature: float,
     Why a bound (Q must be able to overrule the prior): the selection scores an action by
     ``z(a) + sigma(a)``, ``sigma(a) = s * qn(a)`` with ``s = (c_visit + max_b N(b)) * c_scale``
     and ``qn`` the node's Q-values min-max normalised to ``[0, 1]`` (the best child 1, the worst
-    0 with ``min_q_span = 0``). For two actions ``a`` and ``b``::
+    0). For two actions ``a`` and ``b``::
 
         score(a) - score(b) = (z(a) - z(b)) + s * (qn(a) - qn(b)) >= -L + s * (qn(a) - qn(b))
 
     where ``L`` is the largest logit lead. So ``a`` outranks ``b`` whatever the prior as soon as
-    ``qn(a) - qn(b) > L / s``. At the defaults (``c_visit = 50``, ``c_scale = 0.1``) ``s >= 5``
-    and grows by 0.1 per evaluation of the most evaluated child (``s = 8.2`` at 32). With
-    ``L = 2.5`` (``simulator.max_logit_lead``'s default) any Q gap over half the node's Q range
-    overrules the prior at once (``2.5 / 5 = 0.5``), over 0.3 of it at ``s = 8.2``. The
-    configuration requires ``L < c_visit * c_scale``, so the best-Q action always outranks the
-    worst-Q one. Unbounded, the trained checkpoint's logits put XLA-like's move a median 9.7
-    ahead of the next action (issue 18): more than ``s = 8.2``, so no Q gap (at most 1) could
-    overturn it at 32 evaluations. The temperature divides the logits before the bound
-    (``temperature > 1`` flattens the prior's ordering among the actions within the bound).
+    ``qn(a) - qn(b) > L / s``. At the simulator's defaults (``c_visit = 5``, ``c_scale = 0.1``)
+    ``s >= 0.5`` and grows by 0.1 per simulation through the most visited child (``s = 1.3``
+    after 8, ``3.7`` after 32). With ``L = 0.25`` (``simulator.max_logit_lead``'s default) a Q
+    gap over half the node's Q range overrules the prior at once (``0.25 / 0.5``), over 0.19 of
+    it after 8 simulations, over 0.07 after 32. The configuration requires
+    ``L < c_visit * c_scale``, so the best-Q action always outranks the worst-Q one. Unbounded,
+    the trained checkpoint's logits put XLA-like's move a median 9.7 ahead of the next action
+    (issue 18): more than ``s`` ever reaches in a search of that size, so no Q gap (at most 1)
+    could overturn it; with the learned search's ``c_visit = 50`` (``s = 8.2`` at 32) neither.
+    The temperature divides the logits before the bound (``temperature > 1`` keeps more of the
+    prior's ordering among the actions within the bound).
     """
     legal = np.asarray(legal, bool)
     out = np.full(np.shape(logits), -np.inf)
@@ -119,7 +123,7 @@ class _Node:
     actions and children. ``raw_logits`` is the network's output for this position (``None``
     until evaluated or when the prior is not used)."""
 
-    __slots__ = ("state", "image", "final", "value", "best", "visits", "total", "actions", "children",
+    __slots__ = ("state", "image", "final", "value", "best", "visits", "total", "count", "actions", "children",
                  "raw_logits", "prior", "terminal")
 
     def __init__(self, state, image, final: float, value: float, terminal: bool):
@@ -129,6 +133,7 @@ class _Node:
         self.value = value
         self.best = final
         self.visits = 1
+        self.count = 0
         self.total = value
         self.actions: np.ndarray | None = None   # legal env actions once expanded
         self.children: list[_Node] = []
@@ -162,8 +167,7 @@ class SimulatorSearch:
         self.prune = config.search.prune_no_benefit
         self.mix = sc.value_mix
         self.temperature, self.max_lead = sc.prior_temperature, sc.max_logit_lead
-        self.c_visit, self.c_scale, self.min_span = config.search.c_visit, config.search.c_scale, \
-            config.search.min_q_span
+        self.c_visit, self.c_scale = sc.c_visit, sc.c_scale
         self.scale = config.network.reward_scale
         self.slow = float(st.params[sim.TIME_ALL_SLOW])
         self.uses_network = self.max_lead > 0 or self.mix < 1
@@ -192,6 +196,7 @@ class SimulatorSearch:
         self.best_time = math.inf
         self.best_offsets = state.offsets.copy()
         final = self._complete(state)
+        self.start_time = final   # XLA-like's own completion from the starting position
         image = u.kernel_arrays().image.copy() if self.uses_network else None
         self.root = _Node(state, image, final, self.exact_value(final), self._done(state))
 
@@ -232,13 +237,14 @@ class SimulatorSearch:
         for i, node in enumerate(nodes):
             self._observe(node, i)
         batch = {key: arr[:m].reshape(m, -1) for key, arr in self.obs_batch.items()}
-        values, logits, _ = self.model.root(batch)
+        net_values, logits = self.model.evaluate(batch, values=values and self.mix < 1)
         self.network_calls += 1
         for i, node in enumerate(nodes):
             node.raw_logits = logits[i]
             if values and self.mix < 1:
                 so_far = self.scale * (1.0 - float(node.state.totals[sim.TIME]) / self.slow)
-                node.value = (1.0 - self.mix) * (so_far + float(values[i])) + self.mix * self.exact_value(node.final)
+                node.value = ((1.0 - self.mix) * (so_far + float(net_values[i]))
+                              + self.mix * self.exact_value(node.final))
                 node.total = node.value * node.visits
 
     # -------------------------------------------------------------- the tree
@@ -295,6 +301,7 @@ class SimulatorSearch:
         total = sum(c.value for c in children)
         best = min(c.best for c in children)
         for p in list(path) + [node]:
+            p.count += 1
             p.visits += added
             p.total += total
             if best < p.best:
@@ -302,10 +309,10 @@ class SimulatorSearch:
 
     def select_child(self, node: _Node) -> int:
         """The index of the child to descend into (the module docstring's rule)."""
-        n = np.array([c.visits for c in node.children], np.float64)
+        n = np.array([c.count for c in node.children], np.float64)
         q = np.array([c.total / c.visits for c in node.children])
         lo, hi = q.min(), q.max()
-        span = max(hi - lo, self.min_span, 1e-12)
+        span = max(hi - lo, 1e-12)
         score = node.prior + (self.c_visit + n.max()) * self.c_scale * (q - lo) / span
         score -= score.max()
         pi = np.exp(score)
@@ -328,8 +335,7 @@ class SimulatorSearch:
             node = node.children[self.select_child(node)]
         if node.terminal:
             for p in path + [node]:
-                p.visits += 1
-                p.total += node.value
+                p.count += 1
             self.simulations += 1
             return True
         if self._out_of_time():

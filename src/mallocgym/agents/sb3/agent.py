@@ -2,9 +2,9 @@
 
 The agent plays one episode of the game it was trained on (MallocGame-v0 or -v1, recorded in
 the run's ``train.json`` as ``config.env.version``) on the scenario, with the env settings it
-was trained with, choosing deterministically (argmax). MaskablePPO predicts with
-``action_masks=env.action_masks()``; PPO and DQN predict without masks, so a masked choice
-follows the env's ``invalid_action`` (by default: the buffer goes to slow memory, on v1 the use
+was trained with, choosing deterministically (the highest logit or Q-value; MaskablePPO among
+the legal actions of ``env.action_masks()``, as its ``predict(deterministic=True)`` does); PPO
+and DQN choose without masks, so a masked choice follows the env's ``invalid_action`` (by default: the buffer goes to slow memory, on v1 the use
 reads slow memory; the count is reported in ``Solution.info["invalid_actions"]``).
 
 Asking an agent to play the other version is one ``ValueError``: :meth:`SB3Agent.solve` (v0)
@@ -23,6 +23,7 @@ from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_checkpoint
 from .evaluation import finished_at_reset
+from .extractor import greedy_actions
 
 __all__ = ["SB3Agent", "sb3_factory"]
 
@@ -38,6 +39,7 @@ class SB3Agent:
     def __init__(self, path: str | Path, *, algo: str, name: str | None = None):
         th.set_num_threads(1)
         self.model, self.meta, self.config = load_checkpoint(path, algo=algo)
+        self.model.policy.set_training_mode(False)
         self.algo = algo
         self.path = Path(path)
         self.name = name or f"{algo}:{self.path.name}"
@@ -47,12 +49,12 @@ class SB3Agent:
         self.env_kwargs = self.config.env.env_kwargs()
 
     def act(self, env, obs: dict[str, np.ndarray]) -> int:
-        """The model's deterministic action in ``env``'s current position."""
-        if self.masked:
-            action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
-        else:
-            action, _ = self.model.predict(obs, deterministic=True)
-        return int(np.asarray(action).reshape(()))
+        """The model's deterministic action in ``env``'s current position
+        (:func:`~.extractor.greedy_actions`: the best-scored legal action for MaskablePPO, the
+        best-scored action for PPO and DQN)."""
+        batch = {key: value[None] for key, value in obs.items()}
+        masks = env.action_masks()[None] if self.masked else None
+        return int(greedy_actions(self.model.policy, batch, masks)[0])
 
     def _refuse(self, version: str) -> None:
         if version != self.version:

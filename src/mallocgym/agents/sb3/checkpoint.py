@@ -17,10 +17,11 @@ import torch as th
 from ..._files import atomic_write
 from .config import AlgoConfig, DQNConfig, config_from_dict
 
-__all__ = ["MODEL_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint", "load_checkpoint",
+__all__ = ["MODEL_FILE", "LATEST_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint", "load_checkpoint",
            "read_meta", "run_paths"]
 
 MODEL_FILE = "model.zip"
+LATEST_FILE = "latest.zip"  # the newest weights when model.zip holds the best checkpoint (--select best)
 META_FILE = "train.json"
 FORMAT = 1
 
@@ -73,9 +74,14 @@ def run_paths(path: str | os.PathLike) -> tuple[Path, Path]:
     return path / MODEL_FILE, path / META_FILE
 
 
-def save_checkpoint(model, out_dir: str | os.PathLike, meta: dict[str, Any]) -> Path:
-    """Write ``model.zip`` then ``train.json`` atomically into ``out_dir``; return the model path."""
+def save_checkpoint(model, out_dir: str | os.PathLike, meta: dict[str, Any], *, model_file: str = MODEL_FILE) -> Path:
+    """Write ``model_file`` (``model.zip``, or ``latest.zip`` for the newest weights of a run
+    that keeps its best checkpoint in ``model.zip``) then ``train.json`` atomically into
+    ``out_dir``; return the model path."""
+    if model_file not in (MODEL_FILE, LATEST_FILE):
+        raise ValueError(f"model_file must be {MODEL_FILE} or {LATEST_FILE}, got {model_file!r}")
     model_path, meta_path = run_paths(out_dir)
+    model_path = model_path.with_name(model_file)
     model_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(model_path, "wb") as handle:
         model.save(handle)
@@ -104,14 +110,18 @@ def read_meta(path: str | os.PathLike) -> tuple[dict[str, Any], AlgoConfig]:
     return meta, config
 
 
-def load_checkpoint(path: str | os.PathLike, *, algo: str | None = None, env=None, version: str | None = None):
+def load_checkpoint(path: str | os.PathLike, *, algo: str | None = None, env=None, version: str | None = None,
+                    latest: bool = False):
     """``(model, meta, config)`` from a run directory (or its ``model.zip``).
 
     ``algo`` and ``version`` (the game, ``"v0"`` or ``"v1"``; runs from before v1 existed
-    count as v0), when given, must match the run's. A missing, truncated or corrupt file raises
-    one ``ValueError`` naming it.
+    count as v0), when given, must match the run's. ``latest=True`` loads the newest weights
+    (``latest.zip`` where the run keeps its best checkpoint in ``model.zip``; what ``--resume``
+    continues). A missing, truncated or corrupt file raises one ``ValueError`` naming it.
     """
     model_path, _ = run_paths(path)
+    if latest and model_path.with_name(LATEST_FILE).is_file():
+        model_path = model_path.with_name(LATEST_FILE)
     meta, config = read_meta(path)
     if algo is not None and meta["algo"] != algo:
         raise ValueError(f"{run_paths(path)[1]}: this run trained {meta['algo']!r}, not {algo!r}")

@@ -57,7 +57,8 @@ from ...features import CANDIDATE_FEATURES
 from ...sim.v1_obs import ACTION_FEATURES
 
 __all__ = ["CandidateSetExtractor", "action_tags", "CandidateHeads", "CandidateActor", "RowScorer", "CandidatePolicy",
-           "MaskableCandidatePolicy", "CandidateDQNPolicy", "CandidateQNetwork", "action_scores"]
+           "MaskableCandidatePolicy", "CandidateDQNPolicy", "CandidateQNetwork", "action_scores",
+           "greedy_actions"]
 
 _CONTEXT_KEYS = ("buffer", "progress", "next")
 _CONTEXT_KEYS_V1 = ("buffer", "segment", "progress", "next")
@@ -276,14 +277,36 @@ class CandidateDQNPolicy(DQNMultiInputPolicy):
         return CandidateQNetwork(**net_args).to(self.device)
 
 
+def _scores(policy, tensor: dict[str, th.Tensor]) -> th.Tensor:
+    if hasattr(policy, "q_net"):
+        return policy.q_net(tensor)
+    features = policy.extract_features(tensor)
+    if isinstance(features, tuple):
+        features = features[0]
+    return policy.action_net(policy.mlp_extractor.forward_actor(features))
+
+
 def action_scores(policy, obs: dict[str, np.ndarray]) -> np.ndarray:
     """The unmasked logits (actor-critic policies) or Q-values (DQN) of a batch of
     observations (or of one), ``float[B, n_actions]`` (v0: ``K + 1``; v1: ``1 + K + J*K``)."""
     tensor, _ = policy.obs_to_tensor(obs)
     with th.no_grad():
-        if hasattr(policy, "q_net"):
-            return policy.q_net(tensor).cpu().numpy()
-        features = policy.extract_features(tensor)
-        if isinstance(features, tuple):
-            features = features[0]
-        return policy.action_net(policy.mlp_extractor.forward_actor(features)).cpu().numpy()
+        return _scores(policy, tensor).cpu().numpy()
+
+
+def greedy_actions(policy, obs: dict[str, np.ndarray], masks: np.ndarray | None = None) -> np.ndarray:
+    """``int64[B]``: for each observation of a batch (``[B, ...]`` arrays), the action with the
+    highest score (:func:`action_scores`) among the legal ones (``masks``, bool ``[B, n_actions]``,
+    True = legal; ``None``: among all, as PPO and DQN act). The deterministic play of
+    :class:`~.agent.SB3Agent` and :class:`~.evaluation.Evaluator`: SB3's
+    ``predict(deterministic=True)`` picks the same action, up to ties it breaks on rounded
+    probabilities. Skips SB3's per-call checks, so it is several times faster."""
+    tensor = {key: th.as_tensor(value) for key, value in obs.items()}
+    with th.no_grad():
+        scores = _scores(policy, tensor)
+        if masks is not None:
+            legal = th.as_tensor(np.asarray(masks, dtype=bool))
+            if legal.shape != scores.shape:
+                raise ValueError(f"masks of shape {tuple(legal.shape)} for scores of shape {tuple(scores.shape)}")
+            scores = scores.masked_fill(~legal, -th.inf)
+        return scores.argmax(dim=1).cpu().numpy().astype(np.int64)

@@ -39,9 +39,10 @@ from stable_baselines3.common.utils import LinearSchedule
 
 from ..._progress import Progress
 from ...scenarios import resolve, suite
-from .checkpoint import build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
-from .config import ALGOS, VEC_KINDS, DQNConfig, config_to_dict, default_config, override
+from .checkpoint import LATEST_FILE, MODEL_FILE, build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
+from .config import ALGOS, VEC_KINDS, VERSIONS, DQNConfig, config_to_dict, default_config, override
 from .data import TrainingMix
+from .evaluation import MAX_VALIDATION_PROGRAMS, VALIDATION_PRESET, Evaluator, validation_scenarios
 from .vec_env import make_vec_env
 
 __all__ = ["main", "train", "build_parser"]
@@ -49,6 +50,13 @@ __all__ = ["main", "train", "build_parser"]
 UNLIMITED_STEPS = 10**12
 MAX_SEED = 2**32 - 1  # SB3 seeds numpy's legacy generator, which takes seeds below 2**32
 MAX_ENVS = 4096
+DEFAULT_EVAL_MINUTES = 1.0
+DEFAULT_EVAL_PROGRAMS = 8
+SELECT_RULES = ("best", "last")
+EVAL_FILE = "eval.csv"
+EVAL_SCENARIOS_FILE = "eval_scenarios.csv"  # one row per scenario and evaluation
+EVAL_SCENARIO_COLUMNS = ("steps", "group", "scenario", "speedup")
+EVAL_COLUMNS = ("steps", "wall_s", "train_s", "eval_s", "valid_speedup", "train_speedup", "test_speedup", "selected")
 
 
 class _AppendingCSV(CSVOutputFormat):
@@ -139,8 +147,9 @@ class _Budget(BaseCallback):
     """Stops learning at the deadline or the step limit, draws the progress bar, checkpoints."""
 
     def __init__(self, *, deadline: float, step_limit: int, minutes: float | None, steps: int | None,
-                 checkpoint_s: float, save, bar: Progress):
+                 checkpoint_s: float, save, bar: Progress, evaluate: "_Evaluate | None" = None):
         super().__init__()
+        self.evaluate = evaluate
         self.deadline, self.step_limit = deadline, step_limit
         self.minutes, self.steps = minutes, steps
         self.checkpoint_s, self.save, self.bar = checkpoint_s, save, bar
@@ -175,6 +184,8 @@ class _Budget(BaseCallback):
             label = f"{self.num_timesteps} steps {sps:.0f}/s"
             if returns:
                 label += f" mean return {sum(returns) / len(returns):.4f}"
+            if self.evaluate is not None and self.evaluate.last is not None:
+                label += f" held-out {self.evaluate.last['valid_speedup']:.4f}"
             self.bar.update(label, done=round(100.0 * self._fraction(now), 1))
         if now - self.last_save >= self.checkpoint_s:
             self.save()
@@ -182,6 +193,109 @@ class _Budget(BaseCallback):
         if now >= self.deadline:
             return False
         return self.num_timesteps < self.step_limit or self._rollout_ends_here()
+
+
+class _Evaluate(BaseCallback):
+    """Plays the evaluation sets every ``period_s`` seconds of wall clock and keeps the best
+    checkpoint by the held-out (``valid``) geomean speedup.
+
+    PPO and MaskablePPO are evaluated at the start of a rollout (right after an update, and
+    once before the first one), DQN at the first step after the period; :meth:`finish`
+    evaluates the last weights at the end. Each evaluation is one row of ``logs/eval.csv``
+    (``EVAL_COLUMNS``): env steps, wall seconds since the run's first start (``wall_s``, the
+    evaluations included), seconds of training alone (``train_s = wall_s`` minus the time spent
+    evaluating), this evaluation's seconds, the geomean speedups, and ``selected`` (1 when this
+    checkpoint became ``model.zip``); ``logs/eval_scenarios.csv`` gets each scenario's speedup
+    (``steps, group, scenario, speedup``, groups ``valid``, ``train``, ``test``). With ``select_best``, ``on_best(record)`` is called when
+    the held-out geomean beats every earlier one (``best``: the resumed run's best so far).
+    The ``test`` set, when present, is logged only: it never chooses anything.
+    """
+
+    def __init__(self, evaluator: Evaluator | None, *, period_s: float, select_best: bool, best: float | None,
+                 log_path: Path, begin: float, wall_before: float = 0.0, eval_before: float = 0.0):
+        super().__init__()
+        self.evaluator, self.period_s, self.select_best = evaluator, period_s, select_best
+        self.best = best
+        self.log_path, self.begin = log_path, begin
+        self.wall_before, self.eval_before = wall_before, eval_before
+        self.on_best = None
+        self.eval_s = 0.0
+        self.count = 0
+        self.last: dict[str, Any] | None = None  # the newest record
+        self.selected: dict[str, Any] | None = None  # the record of model.zip's checkpoint (this run)
+        self.next_due = -math.inf
+        self.evaluated_updates: int | None = None
+        self.handle = self.scenario_handle = None
+
+    def _on_step(self) -> bool:
+        if self.evaluator is not None and not isinstance(self.model, OnPolicyAlgorithm) and time.perf_counter() >= self.next_due:
+            self.run(self.model)
+        return True
+
+    def _on_rollout_start(self) -> None:
+        if self.evaluator is not None and isinstance(self.model, OnPolicyAlgorithm) and time.perf_counter() >= self.next_due:
+            self.run(self.model)
+
+    def finish(self, model) -> None:
+        """Evaluate the last weights, unless they were the last evaluated."""
+        if self.evaluator is not None and self.evaluated_updates != int(getattr(model, "_n_updates", -1)):
+            self.run(model)
+
+    def run(self, model) -> dict[str, Any]:
+        """One evaluation of ``model``: the record written to ``eval.csv``."""
+        t0 = time.perf_counter()
+        results = self.evaluator.run(model)
+        scores = {name: result.geomean for name, result in results.items()}
+        now = time.perf_counter()
+        self.eval_s += now - t0
+        self.count += 1
+        self.evaluated_updates = int(getattr(model, "_n_updates", -1))
+        wall = self.wall_before + now - self.begin
+        record = {"steps": int(model.num_timesteps), "wall_s": wall,
+                  "train_s": wall - self.eval_before - self.eval_s, "eval_s": now - t0,
+                  "valid_speedup": scores["valid"], "train_speedup": scores["train"],
+                  "test_speedup": scores.get("test"), "selected": 0}
+        if self.select_best and (self.best is None or record["valid_speedup"] > self.best):
+            self.best = record["valid_speedup"]
+            record["selected"] = 1
+            self.selected = {"rule": "best held-out geomean speedup", **{k: record[k] for k in (
+                "steps", "wall_s", "train_s", "valid_speedup", "train_speedup")}}
+            if self.on_best is not None:
+                self.on_best(record)
+        self.last = record
+        self._write(record, results)
+        self.next_due = time.perf_counter() + self.period_s
+        return record
+
+    def _open(self, path: Path, header: tuple[str, ...]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not path.is_file() or path.stat().st_size == 0
+        handle = open(path, "a", newline="")
+        if fresh:
+            handle.write(",".join(header) + "\n")
+        return handle
+
+    def _write(self, record: dict[str, Any], results: dict) -> None:
+        if self.handle is None:
+            self.handle = self._open(self.log_path, EVAL_COLUMNS)
+            self.scenario_handle = self._open(self.log_path.with_name(EVAL_SCENARIOS_FILE), EVAL_SCENARIO_COLUMNS)
+        cells = []
+        for key in EVAL_COLUMNS:
+            value = record[key]
+            cells.append("" if value is None else (f"{value:.8f}" if isinstance(value, float) else str(value)))
+        self.handle.write(",".join(cells) + "\n")
+        for group, result in results.items():
+            for name, speedup in zip(result.names, result.speedups):
+                self.scenario_handle.write(f"{record['steps']},{group},{name},{speedup:.8f}\n")
+        self.handle.flush()
+        self.scenario_handle.flush()
+
+    def close(self) -> None:
+        """Close ``eval.csv`` and ``eval_scenarios.csv`` (idempotent)."""
+        if self.handle is not None:
+            self.handle.close()
+            self.scenario_handle.close()
+            self.handle = self.scenario_handle = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,15 +468,13 @@ def _evaluation(args, previous: dict[str, Any]) -> dict[str, Any]:
             "minutes": minutes if programs > 0 else None}
 
 
-def _evaluators(args, evaluation: dict[str, Any], named: list, config, algo: str) -> dict[str, Evaluator]:
-    """The sets played at each evaluation: ``valid`` (held-out generated programs), ``train``
-    (the named training scenarios) and, with ``--eval-test``, ``test`` (the suite's test split,
-    logged only)."""
+def _evaluator(args, evaluation: dict[str, Any], named: list, config, algo: str) -> Evaluator | None:
+    """What each evaluation plays (None without evaluation), in groups: ``valid`` (held-out
+    generated programs), ``train`` (the named training scenarios) and, with ``--eval-test``,
+    ``test`` (the suite's test split, logged only)."""
     if evaluation["programs"] == 0:
-        return {}
-    masked = algo == "maskable_ppo"
-    sets = {"valid": Evaluator(validation_scenarios(evaluation["programs"]), config.env, masked=masked),
-            "train": Evaluator(named, config.env, masked=masked)}
+        return None
+    groups = {"valid": validation_scenarios(evaluation["programs"]), "train": named}
     if args.eval_test:
         suite_name = args.suite if args.suite is not None else "default"
         test = list(suite(suite_name, "test"))
@@ -372,8 +484,8 @@ def _evaluators(args, evaluation: dict[str, Any], named: list, config, algo: str
         if overlap:
             raise ValueError(f"--eval-test: the training data holds test scenarios ({', '.join(overlap)}); "
                              f"a test curve needs a held-out test split")
-        sets["test"] = Evaluator(test, config.env, masked=masked)
-    return sets
+        groups["test"] = test
+    return Evaluator(groups, config.env, masked=algo == "maskable_ppo")
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -391,7 +503,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             import tensorboard  # noqa: F401
         except ImportError:
             raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)") from None
-    evaluators = _evaluators(args, evaluation, named, config, args.algo)
+    evaluator = _evaluator(args, evaluation, named, config, args.algo)
 
     env_kwargs = dict(config.env.env_kwargs(), **env_data)
     venv = make_vec_env(config.vec, config.n_envs, env_kwargs, seed=args.seed, version=config.env.version)
@@ -424,7 +536,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     begin = time.perf_counter()
     wall_before = 60.0 * float(trained_before.get("minutes", 0.0))
     eval_before = 60.0 * float(trained_before.get("eval_minutes", 0.0))
-    evaluate = _Evaluate(evaluators, period_s=60.0 * (evaluation["minutes"] or 1.0), select_best=select_best,
+    evaluate = _Evaluate(evaluator, period_s=60.0 * (evaluation["minutes"] or 1.0), select_best=select_best,
                          best=(previous.get("selection") or {}).get("valid_speedup") if args.resume else None,
                          log_path=out / "logs" / EVAL_FILE, begin=begin, wall_before=wall_before,
                          eval_before=eval_before)
@@ -443,7 +555,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                         "eval_minutes": (eval_before + evaluate.eval_s) / 60.0,
                         "runs": len(runs) + 1},
             "runs": runs + [run], "versions": _versions(),
-            "evaluation": dict(evaluation, valid_scenarios=list(evaluators["valid"].names) if evaluators else []),
+            "evaluation": dict(evaluation, valid_scenarios=(
+                [evaluator.names[i] for i in evaluator.groups["valid"]] if evaluator is not None else [])),
         }
         selection = evaluate.selected if select_best else None
         if select_best and selection is None:
