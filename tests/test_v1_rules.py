@@ -319,3 +319,21 @@ def test_a_ratio_met_exactly_counts_for_the_eviction_end():
     assert env.current_buffer == 0
     _, _, _, _, info = env.step(pick(env, obs, "fast", 0))
     assert info["mapping"]["evictions"] == [{"buffer": 0, "done_before": 3}]
+
+
+def test_outputs_field_decides_which_values_must_end_slow():
+    """A value the last op reads is an output by default (it must be evicted by the end); with
+    ``outputs=[]`` it is not, and staying fast to the end is legal without a copy."""
+    accesses = [[(0, 100, True), (1, 100, False)]]
+    mapping = {"format": "mallocgym-v1-mapping", "version": 1, "evictions": [],
+               "allocations": [{"buffer": 0, "segment": 0, "kind": "fast", "offset": 0}]}
+    hw = hardware(100)
+    default = Workload.from_buffers("out", [1.0, 1.0], [100], [0], [1], accesses)
+    with pytest.raises(ValueError, match="needed in slow memory by the end of the program"):
+        evaluate_v1(default, mapping, hw)
+    none = Workload.from_buffers("out", [1.0, 1.0], [100], [0], [1], accesses, outputs=[])
+    ev = evaluate_v1(none, mapping, hw)
+    assert ev.evictions == 0 and ev.copy_bytes == 0.0
+    # all slow: op 0 writes 100 B (1 s), op 1 reads it (1 s) = 2 s; fast: 0.1 s memory each,
+    # compute 1 s each: 2 s -> no gain in time, but no copy either
+    assert ev.time == pytest.approx(2.0)

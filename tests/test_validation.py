@@ -324,3 +324,23 @@ def _write_npz_from(folder, workload, arrays):
     path = folder / "w.npz"
     np.savez(path, **content)
     return path
+
+
+def test_outputs_are_checked_and_saved(tmp_path):
+    from mallocgym.workloads.io import load, save
+
+    w = Workload.with_default_accesses("w", [1.0, 1.0], [4, 4], [0, 0], [1, 0], outputs=[0])
+    assert w.outputs == (0,) and w.output_mask.tolist() == [True, False]
+    for name in ("w.json", "w.npz"):
+        save(w, tmp_path / name)
+        assert load(tmp_path / name).outputs == (0,)
+    plain = Workload.with_default_accesses("w", [1.0, 1.0], [4, 4], [0, 0], [1, 0])
+    assert plain.outputs is None and plain.output_mask.tolist() == [True, False]  # live at the last op
+    save(plain, tmp_path / "p.json")
+    assert "outputs" not in (tmp_path / "p.json").read_text() and load(tmp_path / "p.json").outputs is None
+    assert Workload.with_default_accesses("w", [1.0, 1.0], [4], [0], [1], outputs=[]).output_mask.tolist() == [False]
+    for bad, text in (([1], r"outputs\[0\] = buffer 1 ends at op 0, but an output must be live at the last op \(1\)"),
+                      ([0, 0], "lists a buffer twice"), ([2], r"outputs\[0\]"), ([0.5], r"outputs\[0\]"),
+                      ("0", "must be a list of buffer indices")):
+        with pytest.raises(ValueError, match=text):
+            Workload.with_default_accesses("w", [1.0, 1.0], [4, 4], [0, 0], [1, 0], outputs=bad)

@@ -3,7 +3,8 @@
 - env step time through ``gym.make`` on a ~1,000-buffer program, as a ratio to a CartPole-v1
   step measured in the same process;
 - one numba-only greedy episode (best fit, XLA order) over a ~10,000-buffer program;
-- a MallocGame-v1 step on the same ~1,000-buffer program, as a ratio to the v0 step.
+- a MallocGame-v1 step on the same ~1,000-buffer program, as a ratio to the v0 step;
+- one ``xla-msa`` run (compile, plan, mapping) over the ~10,000-buffer program.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .scenarios import Scenario, capacity_for
 from .workloads.synthetic import mlp_training_step
 
 __all__ = ["program_with_buffers", "env_step_seconds", "cartpole_step_seconds", "greedy_episode_seconds",
-           "measure", "format_report"]
+           "msa_run_seconds", "measure", "format_report"]
 
 
 def program_with_buffers(n_buffers: int, seed: int = 0, fraction: float = 0.125) -> Scenario:
@@ -96,6 +97,21 @@ def greedy_episode_seconds(scenario: Scenario, repeats: int = 5) -> tuple[float,
     return float(np.min(times)), float(np.median(times))
 
 
+def msa_run_seconds(scenario: Scenario, repeats: int = 5) -> tuple[float, float]:
+    """Best and median seconds of a whole ``xla-msa`` run (compiling the v1 scenario, MSA's
+    plan, the mapping) after a warm-up run."""
+    from .agents.xla_msa import MSAAgent
+
+    agent = MSAAgent()
+    agent.solve_v1(scenario)
+    times = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        agent.solve_v1(scenario)
+        times.append(time.perf_counter() - begin)
+    return float(np.min(times)), float(np.median(times))
+
+
 def measure(steps: int = 20000) -> dict:
     """All the speed figures as a dict."""
     env_scenario = program_with_buffers(1000)
@@ -104,6 +120,7 @@ def measure(steps: int = 20000) -> dict:
     step = env_step_seconds(env_scenario, steps)
     best, median = greedy_episode_seconds(big)
     step_v1 = env_step_seconds(env_scenario, max(steps // 4, 1000), "MallocGame-v1")
+    msa_best, msa_median = msa_run_seconds(big)
     return {
         "machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}",
         "env_buffers": env_scenario.workload.num_buffers,
@@ -115,6 +132,8 @@ def measure(steps: int = 20000) -> dict:
         "greedy_episode_ms_median": median * 1e3,
         "v1_step_us": step_v1 * 1e6,
         "v1_step_ratio_to_v0": step_v1 / step,
+        "msa_run_s_best": msa_best,
+        "msa_run_s_median": msa_median,
     }
 
 
@@ -126,5 +145,7 @@ def format_report(r: dict) -> str:
         f"numba greedy episode, {r['greedy_buffers']} buffers:        best {r['greedy_episode_ms_best']:.1f} ms, "
         f"median {r['greedy_episode_ms_median']:.1f} ms  (target < 100 ms)\n"
         f"MallocGame-v1 step (same program, via gym.make): {r['v1_step_us']:.2f} us, "
-        f"{r['v1_step_ratio_to_v0']:.2f}x the v0 step  (target <= 3x)"
+        f"{r['v1_step_ratio_to_v0']:.2f}x the v0 step  (target <= 3x)\n"
+        f"xla-msa run, {r['greedy_buffers']} buffers (MallocGame-v1):   best {r['msa_run_s_best']:.2f} s, "
+        f"median {r['msa_run_s_median']:.2f} s  (target < 1 s)"
     )

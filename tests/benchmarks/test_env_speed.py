@@ -4,7 +4,9 @@
 
 - ``env.step`` through ``gym.make`` on a ~1,000-buffer program costs at most 3x a CartPole-v1 step
   measured in the same process;
-- a numba-only greedy episode over a ~10,000-buffer program takes under 100 ms after warm-up.
+- a numba-only greedy episode over a ~10,000-buffer program takes under 100 ms after warm-up;
+- an ``xla-msa`` run over the ~10,000-buffer program takes under 1 s after warm-up (issue
+  "xla-msa").
 """
 
 import gymnasium as gym
@@ -85,3 +87,14 @@ def test_v1_step_vs_v0_step(benchmark, scenario_1k):
     ratio = env_step_seconds(scenario_1k, 5000, "MallocGame-v1") / env_step_seconds(scenario_1k, 5000)
     benchmark.extra_info["v1_step_ratio_to_v0"] = ratio
     assert ratio <= 3.0, f"MallocGame-v1 step is {ratio:.2f}x a v0 step (target <= 3x)"
+
+
+def test_xla_msa_run_10k_buffers(benchmark, scenario_10k):
+    """A whole xla-msa run (compile the v1 scenario, plan, mapping) over ~10,000 buffers."""
+    from mallocgym.agents.xla_msa import MSAAgent
+
+    agent = MSAAgent()
+    agent.solve_v1(scenario_10k)  # warm-up (compiled, cached)
+    solution = benchmark.pedantic(lambda: agent.solve_v1(scenario_10k), rounds=5, iterations=1)
+    assert solution.info["prefetches"] > 0
+    assert benchmark.stats.stats.min < 1.0, "an xla-msa run over 10k buffers must take < 1 s"

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
@@ -42,7 +43,7 @@ from ...scenarios import resolve, suite
 from .checkpoint import LATEST_FILE, MODEL_FILE, build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
 from .config import ALGOS, VEC_KINDS, VERSIONS, DQNConfig, config_to_dict, default_config, override
 from .data import TrainingMix
-from .evaluation import MAX_VALIDATION_PROGRAMS, VALIDATION_PRESET, Evaluator, validation_scenarios
+from .evaluation import MAX_VALIDATION_PROGRAMS, VALIDATION_PRESET, Evaluator, geomean, validation_scenarios
 from .vec_env import make_vec_env
 
 __all__ = ["main", "train", "build_parser"]
@@ -52,11 +53,13 @@ MAX_SEED = 2**32 - 1  # SB3 seeds numpy's legacy generator, which takes seeds be
 MAX_ENVS = 4096
 DEFAULT_EVAL_MINUTES = 1.0
 DEFAULT_EVAL_PROGRAMS = 8
+DEFAULT_EVAL_HOLDOUT = 0
 SELECT_RULES = ("best", "last")
 EVAL_FILE = "eval.csv"
 EVAL_SCENARIOS_FILE = "eval_scenarios.csv"  # one row per scenario and evaluation
 EVAL_SCENARIO_COLUMNS = ("steps", "group", "scenario", "speedup")
-EVAL_COLUMNS = ("steps", "wall_s", "train_s", "eval_s", "valid_speedup", "train_speedup", "test_speedup", "selected")
+EVAL_COLUMNS = ("steps", "wall_s", "train_s", "eval_s", "score", "valid_speedup", "holdout_speedup", "train_speedup",
+                "test_speedup", "selected")
 
 
 class _AppendingCSV(CSVOutputFormat):
@@ -185,7 +188,7 @@ class _Budget(BaseCallback):
             if returns:
                 label += f" mean return {sum(returns) / len(returns):.4f}"
             if self.evaluate is not None and self.evaluate.last is not None:
-                label += f" held-out {self.evaluate.last['valid_speedup']:.4f}"
+                label += f" held-out {self.evaluate.last['score']:.4f}"
             self.bar.update(label, done=round(100.0 * self._fraction(now), 1))
         if now - self.last_save >= self.checkpoint_s:
             self.save()
@@ -246,20 +249,21 @@ class _Evaluate(BaseCallback):
         t0 = time.perf_counter()
         results = self.evaluator.run(model)
         scores = {name: result.geomean for name, result in results.items()}
+        scores["score"] = geomean([x for name in ("valid", "holdout") if name in results for x in results[name].speedups])
         now = time.perf_counter()
         self.eval_s += now - t0
         self.count += 1
         self.evaluated_updates = int(getattr(model, "_n_updates", -1))
         wall = self.wall_before + now - self.begin
         record = {"steps": int(model.num_timesteps), "wall_s": wall,
-                  "train_s": wall - self.eval_before - self.eval_s, "eval_s": now - t0,
-                  "valid_speedup": scores["valid"], "train_speedup": scores["train"],
-                  "test_speedup": scores.get("test"), "selected": 0}
-        if self.select_best and (self.best is None or record["valid_speedup"] > self.best):
-            self.best = record["valid_speedup"]
+                  "train_s": wall - self.eval_before - self.eval_s, "eval_s": now - t0, "score": scores["score"],
+                  "valid_speedup": scores["valid"], "holdout_speedup": scores.get("holdout"),
+                  "train_speedup": scores["train"], "test_speedup": scores.get("test"), "selected": 0}
+        if self.select_best and (self.best is None or record["score"] > self.best):
+            self.best = record["score"]
             record["selected"] = 1
             self.selected = {"rule": "best held-out geomean speedup", **{k: record[k] for k in (
-                "steps", "wall_s", "train_s", "valid_speedup", "train_speedup")}}
+                "steps", "wall_s", "train_s", "score", "valid_speedup", "holdout_speedup", "train_speedup")}}
             if self.on_best is not None:
                 self.on_best(record)
         self.last = record
@@ -337,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", choices=SELECT_RULES,
                    help="which checkpoint model.zip holds: best (highest held-out geomean speedup, needs "
                         "--eval-programs > 0) or last (default: best; with --resume, the run's)")
+    p.add_argument("--eval-holdout", type=int,
+                   help="hold this many programs of the training split out of training and select by them too "
+                        f"(default: {DEFAULT_EVAL_HOLDOUT}; with --resume, the run's)")
     p.add_argument("--eval-test", action="store_true",
                    help="also play the suite's test split at each evaluation and log it to logs/eval.csv, "
                         "for learning curves only: it never chooses a checkpoint")
@@ -344,29 +351,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _data(args) -> tuple[dict[str, Any], dict[str, Any], list]:
+def holdout_programs(scenarios: list, n: int) -> list[str]:
+    """The ``n`` programs (workload names) of ``scenarios`` held out of training by
+    ``--eval-holdout``: a fixed shuffle (seed 0) of the programs in suite order, first ``n``, so
+    the choice depends on neither the run's seed nor any result."""
+    programs = list(dict.fromkeys(s.workload.name for s in scenarios))
+    if not 0 <= n < len(programs):
+        raise ValueError(f"--eval-holdout must be in [0, {len(programs) - 1}] (the training data has "
+                         f"{len(programs)} programs), got {n}")
+    order = np.random.default_rng(0).permutation(len(programs))
+    return [programs[i] for i in order[:n]]
+
+
+def _data(args, holdout: int = 0) -> tuple[dict[str, Any], dict[str, Any], list, list]:
     """(env kwargs selecting the training scenarios, their description for train.json, the named
-    training scenarios once each: what the train-split evaluation plays)."""
+    training scenarios once each: what the train-split evaluation plays, the scenarios of the
+    ``holdout`` programs held out of training)."""
     suite_name = args.suite if args.suite is not None else "default"
     split = args.split if args.split is not None else "train"
+    held: list = []
     if args.scenario:
+        if holdout:
+            raise ValueError("--eval-holdout holds programs of the suite's split out of training; "
+                             "with --scenario, leave out the ones to hold out yourself")
         named = [resolve(name) for name in dict.fromkeys(args.scenario)]  # validates each name now
         names = [resolve(name).name for name in args.scenario]
         data: dict[str, Any] = {"scenarios": names}
     else:
         named = list(suite(suite_name, split))
-        names = [s.name for s in named]
-        if not names:
+        if not named:
             raise ValueError(f"suite {suite_name!r} has no {split!r} scenarios")
+        if holdout:
+            programs = set(holdout_programs(named, holdout))
+            held = [s for s in named if s.workload.name in programs]
+            named = [s for s in named if s.workload.name not in programs]
+        names = [s.name for s in named]
         data = {"suite": suite_name, "split": split, "scenarios": names}
+        if held:
+            data["held_out"] = [s.name for s in held]
     if args.generator:
         share = args.generator_share if args.generator_share is not None else 0.5
         mix = TrainingMix(tuple(names), args.generator, share)
         data.update(generator=args.generator, generator_share=share)
-        return {"workload": mix}, data, named
-    if args.scenario:
-        return {"workload": list(args.scenario)}, data, named
-    return {"suite_name": suite_name, "split": split}, data, named
+        return {"workload": mix}, data, named, held
+    if args.scenario or held:
+        return {"workload": list(args.scenario or names)}, data, named, held
+    return {"suite_name": suite_name, "split": split}, data, named, held
 
 
 def _versions() -> dict[str, str]:
@@ -409,10 +439,14 @@ def _check_budget(args) -> None:
         raise ValueError(f"--eval-minutes must be > 0 and finite, got {args.eval_minutes}")
     if args.eval_programs is not None and not 0 <= args.eval_programs <= MAX_VALIDATION_PROGRAMS:
         raise ValueError(f"--eval-programs must be in [0, {MAX_VALIDATION_PROGRAMS}], got {args.eval_programs}")
-    if args.eval_programs == 0 and (args.select == "best" or args.eval_minutes is not None or args.eval_test):
+    if args.eval_holdout is not None and args.eval_holdout < 0:
+        raise ValueError(f"--eval-holdout must be >= 0, got {args.eval_holdout}")
+    if args.eval_programs == 0 and (args.select == "best" or args.eval_minutes is not None or args.eval_test
+                                    or args.eval_holdout):
         given = [flag for flag, on in (("--select best", args.select == "best"),
                                        ("--eval-minutes", args.eval_minutes is not None),
-                                       ("--eval-test", args.eval_test)) if on]
+                                       ("--eval-test", args.eval_test),
+                                       ("--eval-holdout", bool(args.eval_holdout))) if on]
         raise ValueError(f"--eval-programs 0 turns evaluation off; {', '.join(given)} needs it on")
 
 
@@ -452,29 +486,36 @@ def _evaluation(args, previous: dict[str, Any]) -> dict[str, Any]:
     ``select`` (``best`` or ``last``), ``minutes`` (period). A resumed run keeps its programs and
     rule (a run from before evaluation existed: none, ``last``); asking for others is an error."""
     if args.resume:
-        before = previous.get("evaluation") or {"programs": 0, "select": "last"}
-        for flag, key in (("--eval-programs", "programs"), ("--select", "select")):
-            given = getattr(args, key if key == "select" else "eval_programs")
+        before = dict({"programs": 0, "select": "last", "holdout": 0}, **(previous.get("evaluation") or {}))
+        for flag, key, given in (("--eval-programs", "programs", args.eval_programs), ("--select", "select", args.select),
+                                 ("--eval-holdout", "holdout", args.eval_holdout)):
             if given is not None and given != before[key]:
                 raise ValueError(f"--resume keeps the run's evaluation ({flag} {before[key]}); got {flag} {given}")
-        programs, select = int(before["programs"]), before["select"]
+        programs, select, holdout = int(before["programs"]), before["select"], int(before["holdout"])
         if args.eval_test and programs == 0:
             raise ValueError("--eval-test: this run has no evaluation (it was started with --eval-programs 0)")
     else:
         programs = DEFAULT_EVAL_PROGRAMS if args.eval_programs is None else args.eval_programs
         select = args.select or ("best" if programs > 0 else "last")
+        holdout = DEFAULT_EVAL_HOLDOUT if args.eval_holdout is None else args.eval_holdout
+        if programs == 0 or args.scenario:
+            holdout = 0 if args.eval_holdout is None else holdout
     minutes = args.eval_minutes if args.eval_minutes is not None else DEFAULT_EVAL_MINUTES
-    return {"programs": programs, "preset": VALIDATION_PRESET, "select": select,
+    return {"programs": programs, "preset": VALIDATION_PRESET, "select": select, "holdout": holdout,
             "minutes": minutes if programs > 0 else None}
 
 
-def _evaluator(args, evaluation: dict[str, Any], named: list, config, algo: str) -> Evaluator | None:
+def _evaluator(args, evaluation: dict[str, Any], named: list, held: list, config, algo: str) -> Evaluator | None:
     """What each evaluation plays (None without evaluation), in groups: ``valid`` (held-out
-    generated programs), ``train`` (the named training scenarios) and, with ``--eval-test``,
-    ``test`` (the suite's test split, logged only)."""
+    generated programs), ``holdout`` (the split's programs held out of training, if any),
+    ``train`` (the named training scenarios) and, with ``--eval-test``, ``test`` (the suite's
+    test split, logged only)."""
     if evaluation["programs"] == 0:
         return None
-    groups = {"valid": validation_scenarios(evaluation["programs"]), "train": named}
+    groups = {"valid": validation_scenarios(evaluation["programs"])}
+    if held:
+        groups["holdout"] = held
+    groups["train"] = named
     if args.eval_test:
         suite_name = args.suite if args.suite is not None else "default"
         test = list(suite(suite_name, "test"))
@@ -488,22 +529,28 @@ def _evaluator(args, evaluation: dict[str, Any], named: list, config, algo: str)
     return Evaluator(groups, config.env, masked=algo == "maskable_ppo")
 
 
+def _previous_best(previous: dict[str, Any]) -> float | None:
+    """The selection score of a resumed run's ``model.zip`` (None: it has none)."""
+    selection = previous.get("selection") or {}
+    return selection.get("score", selection.get("valid_speedup"))
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     """Run the training that ``args`` (from :func:`build_parser`) describes; return train.json."""
     _check_budget(args)
     th.set_num_threads(1)
     out = Path(args.out)
     model_path, _ = run_paths(out)
-    env_data, data, named = _data(args)
     config, previous = _config(args, out)
     evaluation = _evaluation(args, previous)
+    env_data, data, named, held = _data(args, evaluation["holdout"])
     select_best = evaluation["select"] == "best"
     if args.tensorboard:
         try:
             import tensorboard  # noqa: F401
         except ImportError:
             raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)") from None
-    evaluator = _evaluator(args, evaluation, named, config, args.algo)
+    evaluator = _evaluator(args, evaluation, named, held, config, args.algo)
 
     env_kwargs = dict(config.env.env_kwargs(), **env_data)
     venv = make_vec_env(config.vec, config.n_envs, env_kwargs, seed=args.seed, version=config.env.version)
@@ -537,7 +584,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     wall_before = 60.0 * float(trained_before.get("minutes", 0.0))
     eval_before = 60.0 * float(trained_before.get("eval_minutes", 0.0))
     evaluate = _Evaluate(evaluator, period_s=60.0 * (evaluation["minutes"] or 1.0), select_best=select_best,
-                         best=(previous.get("selection") or {}).get("valid_speedup") if args.resume else None,
+                         best=_previous_best(previous) if args.resume else None,
                          log_path=out / "logs" / EVAL_FILE, begin=begin, wall_before=wall_before,
                          eval_before=eval_before)
 
@@ -605,7 +652,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 f"({last['steps_per_second']:.0f} steps/s), {result['trained']['steps']} in total; ")
         if select_best and result["selection"]:
             sel = result["selection"]
-            line += (f"saved {model_path} (best held-out geomean {sel['valid_speedup']:.4f} at step {sel['steps']}) "
+            line += (f"saved {model_path} (best held-out geomean {sel['score']:.4f} at step {sel['steps']}) "
                      f"and the newest weights in {out / LATEST_FILE}")
         else:
             line += f"saved {model_path}"
