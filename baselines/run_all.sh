@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the leaderboard: every entry of this script, the memory-map picture, README.md.
 #
-#   bash baselines/run_all.sh                 # everything below (about 20 minutes on 2 cores)
+#   bash baselines/run_all.sh                 # everything below (about 40 minutes on 2 cores)
 #   bash baselines/run_all.sh rollout mcts    # only the entries whose folder name matches
 #   OTHERS=1 bash baselines/run_all.sh        # also rerun other folders' command.txt (exact, ...)
 #
@@ -54,6 +54,23 @@ for row in "${ENTRIES[@]}"; do
     nice -n 10 "${cmd[@]}" >/dev/null
     printf '%s\n' "${cmd[*]}" >"$out/command.txt"
   done
+done
+
+# MallocGame-v1: every v1 agent in one run per suite (search agents at an equal 20 s budget)
+V1_AGENTS="all-slow,random,greedy,xla-msa,xla-msa:picker=count,xla-msa:in_env=1,rollout:time_limit=20,beam:time_limit=20,mcts:time_limit=20"
+for s in default minimalloc; do
+  if [ "$s" = default ]; then
+    out="baselines/v1/default-test"
+    cmd=(mallocgym bench --env v1 --suite default --split test --agents "$V1_AGENTS" --out "$out")
+  else
+    out="baselines/v1/$s"
+    cmd=(mallocgym bench --env v1 --suite "$s" --agents "$V1_AGENTS" --out "$out")
+  fi
+  ours+=("$out")
+  matches "$out" || continue
+  echo "== ${cmd[*]}" >&2
+  nice -n 10 "${cmd[@]}" >/dev/null
+  printf '%s\n' "${cmd[*]}" >"$out/command.txt"
 done
 
 if [ "${OTHERS:-0}" = 1 ]; then

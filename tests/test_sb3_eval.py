@@ -161,6 +161,43 @@ def test_training_keeps_the_best_checkpoint_and_the_newest_for_resuming(tmp_path
     assert meta["trained"]["steps"] == 384 and meta["trained"]["runs"] == 2
 
 
+def test_holdout_programs_leave_training_and_choose_the_checkpoint(tmp_path):
+    from mallocgym.agents.sb3.train import holdout_programs, score_groups
+
+    train = list(suite("synthetic", "train"))  # 4 programs at 2 capacities: 2 are held out by default
+    held = holdout_programs(train, 2)
+    assert held == holdout_programs(train, 2) and len(set(held)) == 2  # fixed, not seeded by the run
+    with pytest.raises(ValueError, match=r"--eval-holdout must be in \[0, 3\]"):
+        holdout_programs(train, 4)
+    assert score_groups(True, False) == ("holdout",) and score_groups(True, True) == ("valid", "holdout")
+    assert score_groups(False, False) == ("valid",)
+    common = ["--algo", "maskable_ppo", "--suite", "synthetic", "--quiet", "--n-envs", "2", "--steps", "128",
+              "--set", "n_steps=32", "--set", "batch_size=32", "--set", "n_epochs=1", "--set", "policy.hidden=16",
+              "--eval-programs", "1", "--eval-minutes", "1e-8"]
+    train_main(common + ["--out", str(tmp_path / "a")])
+    meta = json.loads((tmp_path / "a" / "train.json").read_text())
+    held_names = {s.name for s in train if s.workload.name in held}
+    assert set(meta["data"]["held_out"]) == held_names and len(held_names) == 4
+    assert not held_names & set(meta["data"]["scenarios"]) and len(meta["data"]["scenarios"]) == 4
+    assert meta["evaluation"]["holdout"] == 2 and meta["evaluation"]["score_groups"] == ["holdout"]
+    rows = _eval_rows(tmp_path / "a")
+    assert all(r["score"] == r["holdout_speedup"] for r in rows)  # the generated programs are logged only
+    with open(tmp_path / "a" / "logs" / "eval_scenarios.csv", newline="") as handle:
+        played = {(r["group"], r["scenario"]) for r in csv.DictReader(handle)}
+    assert {name for group, name in played if group == "holdout"} == held_names
+    assert not {name for group, name in played if group == "train"} & held_names
+    # with generated programs in training, the generated held-out ones count too
+    train_main(common + ["--out", str(tmp_path / "b"), "--generator", "small", "--eval-holdout", "1"])
+    meta = json.loads((tmp_path / "b" / "train.json").read_text())
+    assert meta["evaluation"]["score_groups"] == ["valid", "holdout"] and len(meta["data"]["held_out"]) == 2
+    with open(tmp_path / "b" / "logs" / "eval_scenarios.csv", newline="") as handle:
+        first = [r for r in csv.DictReader(handle) if r["steps"] == "0" and r["group"] in ("valid", "holdout")]
+    assert float(_eval_rows(tmp_path / "b")[0]["score"]) == pytest.approx(
+        geomean([float(r["speedup"]) for r in first]), rel=1e-6)
+    with pytest.raises(ValueError, match="with --scenario, leave out"):
+        _train(tmp_path / "c", "--steps", "64", "--eval-holdout", "1")
+
+
 def test_select_last_without_evaluation_writes_no_eval_log(tmp_path):
     _train(tmp_path, "--steps", "64", "--eval-programs", "0")
     assert not (tmp_path / "logs" / "eval.csv").exists() and not (tmp_path / "latest.zip").exists()
@@ -201,7 +238,10 @@ def _fake_run(folder: Path, test: bool = True) -> Path:
     (folder / "logs").mkdir(parents=True)
     lines = [",".join(EVAL_COLUMNS)]
     for i, (v, t) in enumerate([(1.1, 1.9), (1.4, 2.3), (1.3, 2.2)]):
-        lines.append(f"{i * 1000},{i * 60.0},{i * 55.0},1.0,{v},{v + 0.2},{t if test else ''},{int(i < 2)}")
+        row = {"steps": i * 1000, "wall_s": i * 60.0, "train_s": i * 55.0, "eval_s": 1.0, "score": v + 0.1,
+               "valid_speedup": v, "holdout_speedup": v + 0.1, "train_speedup": v + 0.2,
+               "test_speedup": t if test else "", "selected": int(i < 2)}
+        lines.append(",".join(str(row[c]) for c in EVAL_COLUMNS))
     (folder / "logs" / "eval.csv").write_text("\n".join(lines) + "\n")
     return folder
 

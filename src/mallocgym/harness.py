@@ -83,7 +83,7 @@ def _check_plays(agent: Agent, env: str) -> None:
     """An agent that cannot play ``env`` is one clear error, before anything runs."""
     if env == "v1" and not plays_v1(agent):
         raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
-                         "rollout, beam or mcts")
+                         "xla-msa, rollout, beam, mcts or an agent trained on v1")
 
 
 def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0, env: str = "v0") -> Result:

@@ -69,7 +69,7 @@ class HeuristicAgent:
 
         if self.name not in V1_POLICIES:
             raise ValueError(f"agent {self.name!r} plays MallocGame-v0 only; on v1 use one of "
-                             f"{', '.join(V1_POLICIES)}, rollout, beam or mcts")
+                             f"{', '.join(V1_POLICIES)}, xla-msa, rollout, beam or mcts")
         return Solution(None, mapping=play_v1(scenario, self.name, seed))
 
 

@@ -489,16 +489,18 @@ def look_ahead_fit(st, state, ms, ix, s, lo):
     extended to the latest later use reachable without a copy that still fits (binary search
     over those uses). -1 if nothing fits even up to this use."""
     b = st.seg_buf[s]
+    off = best_fit(st, state, ix, b, lo, st.seg_use[s])  # the short window first: most misses end here
+    if off < 0:
+        return -1
     last = st.seg_ptr[b + 1]
     j = s
     while j + 1 < last and nocopy_ok(st, ms, st.seg_use[j], st.seg_use[j + 1]):
         j += 1
-    off = best_fit(st, state, ix, b, lo, st.seg_use[j])
-    if off >= 0 or j == s:
+    if j == s:
         return off
-    off = best_fit(st, state, ix, b, lo, st.seg_use[s])
-    if off < 0:
-        return -1
+    o = best_fit(st, state, ix, b, lo, st.seg_use[j])
+    if o >= 0:
+        return o
     a, z = s, j  # fits up to use a, not up to use z
     while z - a > 1:
         mid = (a + z) // 2
@@ -555,14 +557,16 @@ def choose(st, state, ms, res, ix, s, starts, out):
         return
     n = picker_starts(st, ms, s, lo, starts)
     copy = st.size[b] / st.params[v1.SLOW_BW]
+    no_room = lo - 1  # nothing fits over [p + 1, u] for every p <= no_room (a longer window: fewer gaps)
     for i in range(n):
         p = starts[i]
-        if p < lo or p > hi or not has_resource(ms, res, p, u, copy):
+        if p < lo or p > hi or p <= no_room or not has_resource(ms, res, p, u, copy):
             continue
         off = look_ahead_fit(st, state, ms, ix, s, p + 1)
         if off >= 0:
             out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
+        no_room = p
 
 
 @njit(cache=True)

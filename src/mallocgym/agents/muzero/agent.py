@@ -68,8 +68,6 @@ class MuZeroAgent:
                 raise ValueError(f"the ensemble's networks were trained on different observations: "
                                  f"{[n.spec for n in nets]}")
             check_ensemble(config.search.ensemble, config.search.departure_margin)
-        if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
-            raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
         if num_simulations is not None and num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations!r}")
         torch.set_num_threads(1)
@@ -80,9 +78,18 @@ class MuZeroAgent:
         self.mode = mode
         default = config.search.eval_simulations if mode == "learned" else config.simulator.num_simulations
         self.num_simulations = int(num_simulations or default)
-        self.budget_s = budget_s
+        self.budget_s: float | None = None
+        self.set_budget(budget_s)
         self.clock = clock
         self.name = name or ("muzero" if mode == "learned" else "muzero-sim")
+
+    def set_budget(self, budget_s: float | None) -> None:
+        """Set the wall budget per scenario in seconds (None: no limit); a harness-wide
+        ``--budget-s`` can apply it to an agent made from a spec."""
+        if budget_s is not None and not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s)
+                                         and budget_s > 0):
+            raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
+        self.budget_s = None if budget_s is None else float(budget_s)
 
     def moves(self, scenario: Scenario, *, seed: int = 0, start: float | None = None):
         """Play one game, yielding ``(env, legal, action)`` before each move is made (``env``:
