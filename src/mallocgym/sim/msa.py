@@ -445,11 +445,17 @@ def keep_free(st, state, ix, s):
     if s == st.seg_ptr[b] or (prev_kind != FAST and prev_kind != PREFETCH_SEG):
         return False
     off, size = state.seg_off[s - 1], st.size[b]
-    m = _live_chunks(st, state, ix, st.seg_prev[s] + 1, st.seg_use[s], b)
-    for i in range(m):
-        c = ix.ids[i]
-        if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
-            return False
+    lo, hi = st.seg_prev[s] + 1, st.seg_use[s]
+    w = ix.width[0]
+    for k in range(max(lo, 0) // w, min(hi // w, ix.head.shape[0] - 1) + 1):  # no sort needed here
+        j = ix.head[k]
+        while j >= 0:
+            c = ix.cid[j]
+            j = ix.nxt[j]
+            if state.ch_buf[c] == b or _held_to(state, c) < lo or state.ch_lo[c] > hi:
+                continue
+            if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
+                return False
     return True
 
 
