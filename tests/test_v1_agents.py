@@ -172,6 +172,25 @@ def test_make_readme_keeps_v1_results_in_their_own_tables(tmp_path):
     assert "| unet-infer@1/8 | **3.000** |" in text[v1:]
 
 
+def test_make_readme_states_the_headroom_of_search_over_xla_msa(tmp_path):
+    """Per scenario, the best of rollout/beam/mcts over xla-msa: 2.2 / 2.0 = +10 %, 1.5 / 1.5 = 0 %;
+    geometric mean sqrt(1.1 * 1.0) - 1 = +4.9 %."""
+    from conftest import baseline_script
+
+    mr = baseline_script("make_readme.py")
+    folder = tmp_path / "v1"
+    folder.mkdir()
+    rows = [(s, a, v) for s, vals in (("unet-infer@1/8", (2.0, 2.1, 2.2)), ("unet-infer@1/2", (1.5, 1.5, 1.4)))
+            for a, v in zip(("xla-msa", "rollout:time_limit=20", "mcts:time_limit=20"), vals)]
+    (folder / "results.json").write_text(json.dumps([
+        {"scenario": s, "agent": a, "env": "v1", "speedup": v, "placed_bytes_fraction": 0.5, "wall_s": 1.0}
+        for s, a, v in rows]))
+    text, _ = mr.render(mr.load_entries(tmp_path), mr.suite_of())
+    assert "| unet-infer@1/8 | 2.000 | 2.200 | mcts:time_limit=20 | +10.0% |" in text
+    assert "| unet-infer@1/2 | 1.500 | 1.500 | rollout:time_limit=20 | +0.0% |" in text
+    assert "Geometric mean headroom: +4.9%" in text
+
+
 @pytest.mark.parametrize("edit, text", [
     (lambda m: m["allocations"][0].pop("kind"), "allocation 0 (buffer"),
     (lambda m: m["allocations"][0].update(buffer=10**6), "allocation 0: unknown buffer 1000000"),
@@ -226,18 +245,49 @@ def test_write_results_keeps_v1_mappings_in_a_compressed_file(tmp_path, results)
 
 
 def test_the_published_v1_entry_reprices_to_its_table():
-    """Two rows of baselines/v1-default-test: their stored mappings check and price as published."""
+    """Rows of baselines/v1/default-test: their stored mappings check and price as published."""
     from pathlib import Path
 
     from mallocgym.harness import load_mappings
     from mallocgym.scenarios import resolve
 
-    folder = Path(__file__).resolve().parents[1] / "baselines" / "v1-default-test"
+    folder = Path(__file__).resolve().parents[1] / "baselines" / "v1" / "default-test"
     mappings = load_mappings(folder)
     rows = [r for r in json.loads((folder / "results.json").read_text()) if r["scenario"] == "unet-infer@1/8"
-            and r["agent"] in ("greedy", "mcts:time_limit=20")]
-    assert len(rows) == 2
+            and r["agent"] in ("greedy", "xla-msa", "mcts:time_limit=20")]
+    assert len(rows) == 3
     scenario = resolve("unet-infer@1/8")
     for r in rows:
         ev = evaluate_v1(scenario.workload, mappings[(r["scenario"], r["agent"])], scenario.hardware)
         assert ev.speedup == r["speedup"]
+
+
+def test_the_published_xla_msa_rows_reproduce():
+    """xla-msa is deterministic: rerunning it gives the published mappings of baselines/v1."""
+    from pathlib import Path
+
+    from mallocgym.agents import make_agent
+    from mallocgym.harness import load_mappings
+    from mallocgym.scenarios import resolve
+
+    folder = Path(__file__).resolve().parents[1] / "baselines" / "v1" / "default-test"
+    mappings = load_mappings(folder)
+    for name in ("unet-infer@1/8", "strassen2-matmul@1/2"):
+        for agent in ("xla-msa", "xla-msa:picker=count", "xla-msa:in_env=1"):
+            assert make_agent(agent).solve_v1(resolve(name)).mapping == mappings[(name, agent)], (name, agent)
+
+
+def test_bench_budget_sets_every_search_agents_time_limit_and_refuses_when_none_searches():
+    from mallocgym.agents import make_agent
+    from mallocgym.harness import with_budget
+
+    rollout, msa = make_agent("rollout"), make_agent("xla-msa")
+    assert with_budget(rollout, 2.5) and rollout.config.time_limit == 2.5
+    assert not with_budget(msa, 2.5)
+    with pytest.raises(ValueError, match="budget_s must be a number of seconds > 0"):
+        with_budget(rollout, 0)
+    with pytest.raises(ValueError, match="none of xla-msa, greedy searches"):
+        bench([SCENARIO], ["xla-msa", "greedy"], env="v1", progress=False, budget_s=1.0)
+    mcts = make_agent("mcts:simulations=2")
+    rows = bench([SCENARIO], ["xla-msa:in_env=1", mcts], env="v1", progress=False, budget_s=30.0)
+    assert mcts.config.time_limit == 30.0 and rows[1].speedup >= rows[0].speedup - 1e-12  # its completion

@@ -6,9 +6,11 @@ Results come as :class:`Result` rows and are written as Markdown, CSV and JSON.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -144,10 +146,28 @@ def _distinct_names(specs: Sequence[Agent | str], agents: list[Agent]) -> list[A
     return agents
 
 
+def with_budget(agent: Agent, budget_s: float) -> bool:
+    """Give a search agent a wall budget of ``budget_s`` seconds per scenario: ``set_budget``
+    where the agent has one (mallocMuZero), else its config's ``time_limit`` (rollout, beam,
+    MCTS). Returns False for an agent that runs once with no search to budget (heuristics,
+    ``xla-msa``, trained policies), which is left as it is."""
+    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
+        raise ValueError(f"budget_s must be a number of seconds > 0, got {budget_s!r}")
+    if hasattr(agent, "set_budget"):
+        agent.set_budget(float(budget_s))
+        return True
+    config = getattr(agent, "config", None)
+    if dataclasses.is_dataclass(config) and "time_limit" in {f.name for f in dataclasses.fields(config)}:
+        agent.config = dataclasses.replace(config, time_limit=float(budget_s))
+        return True
+    return False
+
+
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
-          progress: bool = True, env: str = "v0") -> list[Result]:
+          progress: bool = True, env: str = "v0", budget_s: float | None = None) -> list[Result]:
     """Every agent on every scenario of game ``env`` (``"v0"`` or ``"v1"``), with a progress
-    bar on stderr.
+    bar on stderr. ``budget_s``: the same wall budget per scenario for every search agent
+    (:func:`with_budget`; an error when no agent given searches).
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
     clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
@@ -166,6 +186,9 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
     for agent in agents:
         _check_plays(agent, env)
+    if budget_s is not None and not [a for a in agents if with_budget(a, budget_s)]:
+        raise ValueError(f"budget_s={budget_s} applies to search agents (rollout, beam, mcts, muzero, muzero-sim); "
+                         f"none of {', '.join(a.name for a in agents)} searches")
     _warm_up()
     results = []
     with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
