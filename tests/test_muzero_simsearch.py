@@ -286,3 +286,23 @@ def test_every_legal_action_is_a_child():
         obs, *_ = env.unwrapped.step(action)
     assert np.array_equal(env.unwrapped.offsets, search.best_offsets)
     assert float(env.unwrapped.sim_state.totals[sim.TIME]) == pytest.approx(search.best_time, rel=1e-12)
+
+
+def test_bad_budgets_and_settings_are_refused(trap_scenario):
+    net = fresh_net(trap_scenario)
+    for bad in (0, -1.0, float("nan"), float("inf"), "5"):
+        with pytest.raises(ValueError, match="budget_s must be a finite number of seconds > 0"):
+            MuZeroAgent(net, SMALL, mode="simulator", budget_s=bad)
+    agent = MuZeroAgent(net, SMALL, mode="simulator")
+    agent.set_budget(2)
+    assert agent.budget_s == 2.0
+    agent.set_budget(None)
+    assert agent.budget_s is None
+    with pytest.raises(ValueError, match="num_simulations must be >= 1"):
+        MuZeroAgent(net, SMALL, mode="simulator", num_simulations=0)
+    with pytest.raises(ValueError, match="keep_xla must be true"):
+        SimulatorConfig(keep_xla=False)
+    with pytest.raises(ValueError, match="prior_temperature"):
+        SimulatorConfig(prior_temperature=float("inf"))
+    with pytest.raises(ValueError, match="max_logit_lead"):
+        SimulatorConfig(max_logit_lead=-0.1)

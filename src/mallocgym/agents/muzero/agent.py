@@ -86,8 +86,8 @@ class MuZeroAgent:
     def set_budget(self, budget_s: float | None) -> None:
         """Set the wall budget per scenario in seconds (None: no limit); a harness-wide
         ``--budget-s`` can apply it to an agent made from a spec."""
-        if budget_s is not None and not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s)
-                                         and budget_s > 0):
+        if budget_s is not None and not (isinstance(budget_s, (int, float)) and not isinstance(budget_s, bool)
+                                         and math.isfinite(budget_s) and budget_s > 0):
             raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
         self.budget_s = None if budget_s is None else float(budget_s)
 
@@ -163,8 +163,6 @@ class MuZeroAgent:
         if not np.array_equal(offsets, search.best_offsets):
             raise RuntimeError("the simulator search's game did not end at its best mapping (a bug)")
         details.update(search.info())
-        details["simulations"] = self.num_simulations
-        details["simulations_run"] = search.simulations
         details["kept_xla"] = bool(search.best_time >= search.start_time)
         return Solution(offsets, info=details)
 

@@ -24,8 +24,9 @@ network.
   (at first XLA-like's own completion of the whole game) replaces it, so the result is never
   worse than XLA-like nor than any completion the search ran.
 - **Commit to the best child below, reuse the subtree.** After its simulations a decision moves
-  the root to the child with the best completion found below it (then the most evaluations, then
-  XLA-like's move, then the lowest action) and keeps that child's subtree for the next decision.
+  the root to the child with the best completion found below it (ties: the child the incumbent
+  mapping goes through, then the most evaluations, XLA-like's move, the lowest action) and keeps
+  that child's subtree for the next decision.
   The incumbent is therefore always below the root, so the game the agent plays ends at a
   mapping as good as the incumbent.
 - **Selection** is Gumbel MuZero's deterministic rule (Danihelka et al. 2022) at every node,
@@ -328,7 +329,8 @@ class SimulatorSearch:
 
     def simulate(self) -> bool:
         """One simulation from the root: walk down by :meth:`select_child` to an unexpanded node and
-        expand it (a terminal node reached is counted once more). False when out of time."""
+        expand it (a terminal node reached instead only adds one to the simulation counts along
+        the path: its value is exact and already backed up). False when out of time."""
         node, path = self.root, []
         while node.actions is not None and not node.terminal:
             path.append(node)
@@ -392,8 +394,8 @@ class SimulatorSearch:
         return int(root.actions[index])
 
     def info(self) -> dict:
-        """Counters for the solution's info."""
-        return {"simulations": self.simulations, "expansions": self.expansions, "completions": self.completions,
+        """Counters for the solution's info (``simulations_run``: over the whole game)."""
+        return {"simulations_run": self.simulations, "expansions": self.expansions, "completions": self.completions,
                 "network_calls": self.network_calls, "searched_moves": self.searched_moves,
                 "budget_exhausted": self.exhausted}
 
