@@ -16,17 +16,21 @@ BIN=.venv/bin
 [ -x "$BIN/mallocgym" ] || BIN="$(dirname "$(command -v mallocgym)")"
 export PATH="$BIN:$PATH"
 
-# folder | agent spec | suites (default = the bundled suite's test split)
+# MallocGame-v1: every v1 agent in one run per suite (search agents at an equal 20 s budget)
+V1_AGENTS="all-slow,random,greedy,xla-msa,xla-msa:picker=count,xla-msa:in_env=1,rollout:time_limit=20,beam:time_limit=20,mcts:time_limit=20"
+
+# folder | agent spec | suites (default = the bundled suite's test split) | game version
 ENTRIES=(
-  "all-slow|all-slow|default minimalloc"
-  "random|random|default minimalloc"
-  "first-fit|first-fit|default minimalloc"
-  "best-fit|best-fit|default minimalloc"
-  "xla|xla|default minimalloc"
-  "rollout|rollout|default minimalloc"
-  "beam|beam|default minimalloc"
-  "mcts|mcts|default minimalloc"
-  "rollout-nested|rollout:levels=2|minimalloc"
+  "all-slow|all-slow|default minimalloc|v0"
+  "random|random|default minimalloc|v0"
+  "first-fit|first-fit|default minimalloc|v0"
+  "best-fit|best-fit|default minimalloc|v0"
+  "xla|xla|default minimalloc|v0"
+  "rollout|rollout|default minimalloc|v0"
+  "beam|beam|default minimalloc|v0"
+  "mcts|mcts|default minimalloc|v0"
+  "rollout-nested|rollout:levels=2|minimalloc|v0"
+  "v1|$V1_AGENTS|default minimalloc|v1"
 )
 
 FILTER=("$@")
@@ -39,14 +43,14 @@ matches() {  # matches NAME: true when no filter was given or one is part of NAM
 
 ours=()
 for row in "${ENTRIES[@]}"; do
-  IFS='|' read -r folder agent suites <<<"$row"
+  IFS='|' read -r folder agent suites env <<<"$row"
   for s in $suites; do
     if [ "$s" = default ]; then
       out="baselines/$folder/default-test"
-      cmd=(mallocgym bench --suite default --split test --agents "$agent" --out "$out")
+      cmd=(mallocgym bench --env "$env" --suite default --split test --agents "$agent" --out "$out")
     else
       out="baselines/$folder/$s"
-      cmd=(mallocgym bench --suite "$s" --agents "$agent" --out "$out")
+      cmd=(mallocgym bench --env "$env" --suite "$s" --agents "$agent" --out "$out")
     fi
     ours+=("$out")
     matches "$out" || continue
@@ -54,23 +58,6 @@ for row in "${ENTRIES[@]}"; do
     nice -n 10 "${cmd[@]}" >/dev/null
     printf '%s\n' "${cmd[*]}" >"$out/command.txt"
   done
-done
-
-# MallocGame-v1: every v1 agent in one run per suite (search agents at an equal 20 s budget)
-V1_AGENTS="all-slow,random,greedy,xla-msa,xla-msa:picker=count,xla-msa:in_env=1,rollout:time_limit=20,beam:time_limit=20,mcts:time_limit=20"
-for s in default minimalloc; do
-  if [ "$s" = default ]; then
-    out="baselines/v1/default-test"
-    cmd=(mallocgym bench --env v1 --suite default --split test --agents "$V1_AGENTS" --out "$out")
-  else
-    out="baselines/v1/$s"
-    cmd=(mallocgym bench --env v1 --suite "$s" --agents "$V1_AGENTS" --out "$out")
-  fi
-  ours+=("$out")
-  matches "$out" || continue
-  echo "== ${cmd[*]}" >&2
-  nice -n 10 "${cmd[@]}" >/dev/null
-  printf '%s\n' "${cmd[*]}" >"$out/command.txt"
 done
 
 if [ "${OTHERS:-0}" = 1 ]; then

@@ -110,7 +110,7 @@ def test_wheel_installs_and_plays_an_episode(tmp_path):
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     core = {r.split(";")[0].strip().split("[")[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0]
             .split("~")[0].strip().lower().replace("_", "-") for r in requires if "extra ==" not in r}
-    assert core == {"gymnasium", "numpy", "numba"}, core
+    assert core == {"gymnasium", "numpy", "numba", "tqdm"}, core
     assert not core & {"torch", "stable-baselines3", "sb3-contrib", "ortools"}
     extras = {line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Provides-Extra:")}
     assert {"sb3", "muzero", "exact", "plot", "ray", "dev"} <= extras

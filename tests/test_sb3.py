@@ -270,7 +270,8 @@ def test_progress_csv_of_dqn_ends_with_a_row_at_the_last_step(tmp_path):
 
 def test_dqn_epsilon_falls_over_exploration_steps(tmp_path):
     common = ["--algo", "dqn", "--scenario", _smallest_train_scenario(), "--quiet", "--steps", "200", "--n-envs", "1",
-              "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16", "--eval-programs", "0"]
+              "--set", "learning_starts=50", "--set", "batch_size=16", "--set", "policy.hidden=16",
+              "--eval-programs", "0"]
     train_main(common + ["--out", str(tmp_path / "short"), "--set", "exploration_steps=100"])
     train_main(common + ["--out", str(tmp_path / "long"), "--set", "exploration_steps=2000"])
     short, _, _ = checkpoint.load_checkpoint(tmp_path / "short")

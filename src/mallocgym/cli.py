@@ -128,23 +128,38 @@ def _add_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity", type=byte_count, help="fast-memory bytes (default: the scenario's); the "
                                                       "output names the hardware profile and the capacity used")
     p.add_argument("--hardware", help="hardware profile name (default: the scenario's)")
-    p.add_argument("--png", help="draw memory pressure to this PNG file: live bytes over time against the "
-                                 "capacity (top), the buffers' live ranges (bottom)")
+    p.add_argument("--png", help="draw memory pressure to this PNG file (needs the [plot] extra): live bytes "
+                                 "against the capacity, the buffers' live ranges, each op's time all-slow "
+                                 "against all-fast")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _run_show(args) -> int:
-    from .show import pressure_picture, scenario_stats
+def _check_png(png: str | None) -> None:
+    """Refuse a ``--png`` that cannot be written, and a missing ``[plot]`` extra, before any work."""
+    if png is None:
+        return
+    from ._extras import require_extra
 
+    if Path(png).is_dir():
+        raise UsageError(f"--png {png}: is a folder; give a .png file name")
+    if Path(png).suffix.lower() != ".png":
+        raise UsageError(f"--png {png}: the file name must end in .png")
+    require_extra("plot", "--png")
+
+
+def _run_show(args) -> int:
+    from .show import scenario_stats
+
+    _check_png(args.png)
     s = _scenario(args.name, args.capacity, args.hardware)
     stats = scenario_stats(s)
     family = _suite_info("default").get(s.workload.name, {}).get("family") if "@" in s.name else None
     if family:
         stats["family"] = family
     if args.png:
-        from .render import write_png
+        from .plot import pressure_figure, save_figure
 
-        write_png(args.png, pressure_picture(s.workload, s.hardware.fast_capacity))
+        save_figure(pressure_figure(s), args.png)
     if args.json:
         _print_json(stats)
     else:
@@ -206,7 +221,9 @@ def _add_solve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", choices=["v0", "v1"], default="v0",
                    help="game version: v0 (whole-live-range placement) or v1 (per-use decisions with prefetch "
                         "and eviction, MSA's runtime cost model) (default: %(default)s)")
-    p.add_argument("--png", help="draw the mapping to this PNG file (on v1: chunks, copies hatched)")
+    p.add_argument("--png", help="draw the mapping to this PNG file (needs the [plot] extra): address against op "
+                                 "index, the capacity, each op's time against all-slow (on v1: chunks, prefetches "
+                                 "in flight and eviction holds hatched)")
     p.add_argument("--json", action="store_true", help="print one JSON object (with offsets; on v1 the v1 mapping)")
     p.add_argument("--minimalloc-out", metavar="FILE",
                    help="write the mapping as a MiniMalloc solution CSV (id,lower,upper,size,offset; "
@@ -221,6 +238,7 @@ def _run_solve(args) -> int:
         raise UsageError(f"--minimalloc-out needs a workload loaded from a MiniMalloc .csv file, not {args.name!r}")
     if args.env == "v1" and minimalloc_out:
         raise UsageError("--minimalloc-out writes v0 mappings (one offset per buffer); with --env v1 use --json")
+    _check_png(args.png)
     s = _scenario(args.name, args.capacity, args.hardware)
     result = solve(s, args.agent, seed=args.seed, env=args.env)
     if minimalloc_out:
@@ -228,16 +246,9 @@ def _run_solve(args) -> int:
 
         write_minimalloc(minimalloc_out, s.workload, result.offsets)
     if args.png:
-        from .render import memory_map, memory_map_v1, write_png
+        from .plot import memory_map_figure, save_figure
 
-        if args.env == "v1":
-            from .evaluate_v1 import chunks_v1
-
-            picture = memory_map_v1(s.workload, chunks_v1(s.workload, result.mapping, s.hardware),
-                                    s.hardware.fast_capacity, width=960, height=480)
-        else:
-            picture = memory_map(s.workload, result.offsets, s.hardware.fast_capacity, width=960, height=480)
-        write_png(args.png, picture)
+        save_figure(memory_map_figure(s, result), args.png)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -287,6 +298,10 @@ def _add_selection(p: argparse.ArgumentParser, default_split: str | None) -> Non
                         "and eviction, MSA's runtime cost model) (default: %(default)s)")
 
 
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
 def _add_bench(p: argparse.ArgumentParser) -> None:
     p.epilog = _SELECTION_HELP + (" --speed measures the simulator and env instead and takes none of "
                                   "--suite, --split, --scenario, --agents and --seed.")
@@ -298,6 +313,7 @@ def _add_bench(p: argparse.ArgumentParser) -> None:
                                  "run has finished (nothing is written when one fails)")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _add_quiet(p)
 
 
 def _select(args, default_split: str | None = None):
@@ -371,7 +387,7 @@ def _run_bench(args) -> int:
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
     _check_out_dir(args.out)
-    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env)
+    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet)
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])
     else:
@@ -387,6 +403,7 @@ def _add_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", required=True, help="agent name or KIND:PATH")
     _add_selection(p, "test")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per scenario")
+    _add_quiet(p)
 
 
 def _run_eval(args) -> int:
@@ -394,7 +411,8 @@ def _run_eval(args) -> int:
 
     if not args.agent.strip():
         raise UsageError("--agent is empty")
-    results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0, env=args.env)
+    results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0, env=args.env,
+                    progress=not args.quiet)
     if args.json:
         _print_json([r.to_dict() for r in results])
     else:
@@ -444,15 +462,23 @@ TRAINERS: dict[str, str] = {
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
+    p.epilog = "Both trainers take --quiet: no progress bar on stderr."
     p.add_argument("kind", choices=sorted(TRAINERS), help="which agent family to train")
     p.add_argument("rest", nargs=argparse.REMAINDER,
                    help="the trainer's own arguments (see `mallocgym train KIND --help`)")
+
+
+def _quiet_trainer_args(kind: str, rest: list[str]) -> tuple[list[str], bool]:
+    """``(arguments for the trainer, quiet)``: whether ``--quiet`` is among ``rest`` (both
+    trainers parse it themselves; the bar is also turned off through :func:`._progress.command`)."""
+    return rest, "--quiet" in rest
 
 
 def _run_train(args) -> int:
     import importlib
 
     from ._extras import require_extra
+    from ._progress import command
 
     require_extra(args.kind, f"'mallocgym train {args.kind}'")  # the extras are named like the trainers
     module, _, attr = TRAINERS[args.kind].partition(":")
@@ -460,7 +486,31 @@ def _run_train(args) -> int:
         trainer = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         raise ValueError(f"trainer {args.kind!r} is not available ({exc})") from None
-    return int(trainer(args.rest) or 0)
+    rest, quiet = _quiet_trainer_args(args.kind, list(args.rest))
+    with command(f"mallocgym train {args.kind}", quiet=quiet):
+        return int(trainer(rest) or 0)
+
+
+# ---------------------------------------------------------------------------------------- plot
+def _add_plot(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("sb3 runs: the training return, the evaluations' geomean speedups (with the reference agent's on "
+                "the same scenarios, dashed) and the losses; muzero runs: the return against XLA-like's on the same "
+                "games, the share of games beating XLA-like and the losses; all against env steps.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder of `mallocgym train sb3` or `mallocgym train muzero` "
+                                                  "(their --out)")
+    p.add_argument("--png", required=True, help="the PNG file to write (needs the [plot] extra)")
+    p.add_argument("--reference", default="auto",
+                   help="sb3 runs: agent whose geomean speedup on each evaluation set is drawn as a dashed line "
+                        "(auto: xla on v0, xla-msa on v1; none: no line) (default: %(default)s)")
+
+
+def _run_plot(args) -> int:
+    from .plot import plot_run
+
+    _check_png(args.png)
+    reference = None if args.reference.strip().lower() in ("none", "") else args.reference.strip()
+    print(f"wrote {plot_run(args.run_dir, args.png, reference=reference)}")
+    return 0
 
 
 # name -> (help, add_arguments, run)
@@ -473,6 +523,7 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "eval": ("evaluate one agent on a suite's split", _add_eval, _run_eval),
     "evaluate": ("check and price a MallocGame-v1 mapping file", _add_evaluate, _run_evaluate),
     "train": ("train an agent (sb3 or muzero) under a wall-clock budget", _add_train, _run_train),
+    "plot": ("draw a training run's curves to a PNG", _add_plot, _run_plot),
 }
 
 
@@ -503,10 +554,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ._progress import command
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        with command(f"mallocgym {args.command}", quiet=bool(getattr(args, "quiet", False))):
+            return int(args.run(args) or 0)
     except BrokenPipeError:  # `mallocgym ... | head`
         sys.stderr.close()
         return 0

@@ -83,6 +83,8 @@ def _check_env(env: str) -> None:
 
 def _check_plays(agent: Agent, env: str) -> None:
     """An agent that cannot play ``env`` is one clear error, before anything runs."""
+    if env == "v0" and not getattr(agent, "plays_v0", True):
+        raise ValueError(f"agent {agent.name!r} plays MallocGame-v1 only, not MallocGame-v0; use --env v1")
     if env == "v1" and not plays_v1(agent):
         raise ValueError(f"agent {agent.name!r} plays MallocGame-v0 only; on v1 use all-slow, random, greedy, "
                          "xla-msa, rollout, beam, mcts or an agent trained on v1")

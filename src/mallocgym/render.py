@@ -1,7 +1,10 @@
-"""Memory-map pictures: time on x, address on y, one colour per buffer; and a PNG writer.
+"""Memory-map rasters: time on x, address on y, one colour per buffer; and a PNG writer.
 
-No plotting library is needed: pictures are NumPy ``uint8[H, W, 3]`` arrays and
-:func:`write_png` encodes them with ``zlib``.
+No plotting library is needed: pictures are NumPy ``uint8[H, W, 3]`` arrays (the env's
+``render_mode="rgb_array"`` frames, fast enough to draw every step) and :func:`write_png`
+encodes them with ``zlib``. The pictures people read, with axes, units, a title and a legend
+(``mallocgym solve --png``, ``show --png``, ``plot``), are drawn by :mod:`mallocgym.plot` with
+matplotlib.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ __all__ = ["memory_map", "memory_map_v1", "write_png", "ascii_map", "buffer_colo
 
 BACKGROUND = (250, 250, 250)
 FAST_MEMORY = (226, 232, 240)
-HIGHLIGHT = (255, 214, 102)
+HIGHLIGHT = (255, 214, 102)  # the current buffer's live window, under the placed buffers
+CURRENT = (230, 120, 0)  # its brackets, on top of them
 OUTLINE = (40, 40, 40)
 
 
@@ -70,6 +74,19 @@ class _Canvas:
             self.image[bottom:top, a] = OUTLINE
             self.image[bottom:top, c - 1] = OUTLINE
 
+    def bracket(self, t0, t1, colour, thickness: int = 2) -> None:
+        """Mark ops ``[t0, t1)`` on top of what is drawn: a bar ``thickness`` pixels wide just
+        outside each side of the window, over the whole address range, and a bar over the window
+        in the margins above and below the memory (drawn after :meth:`frame`)."""
+        a, b = self.xs(t0, t1)
+        height, width, _ = self.image.shape
+        lo, hi = max(self.y0 - 1, 0), min(self.y1 + 1, height)
+        self.image[lo:hi, max(a - thickness, 0):a] = colour
+        self.image[lo:hi, b:min(b + thickness, width)] = colour
+        band = max(min(thickness * 2, self.y0 - 1), 0)
+        self.image[self.y0 - 1 - band:self.y0 - 1, max(a - thickness, 0):min(b + thickness, width)] = colour
+        self.image[self.y1 + 1:self.y1 + 1 + band, max(a - thickness, 0):min(b + thickness, width)] = colour
+
     def frame(self) -> np.ndarray:
         x0, x1, y0, y1 = self.x0, self.x1, self.y0, self.y1
         self.image[y0 - 1, x0 - 1:x1 + 1] = OUTLINE
@@ -82,15 +99,21 @@ class _Canvas:
 def memory_map(workload: Workload, offsets, capacity: int, *, width: int = 640, height: int = 320,
                highlight: int | None = None, margin: int = 8) -> np.ndarray:
     """Draw a mapping: each fast buffer is a rectangle over its live ops (x) and its bytes (y,
-    address 0 at the bottom). ``highlight`` shades that buffer's live window (the buffer being
-    decided). Returns ``uint8[height, width, 3]``."""
+    address 0 at the bottom). ``highlight`` marks that buffer's live window (the buffer being
+    decided): shaded where no placed buffer is, and on top of the placed buffers two brackets
+    (:meth:`_Canvas.bracket`) just outside the window and bars in the margins above and below it.
+    Returns ``uint8[height, width, 3]``; a fast NumPy raster (the env's ``rgb_array`` frame)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     canvas = _Canvas(workload.num_ops, capacity, width, height, margin)
-    if highlight is not None and 0 <= highlight < workload.num_buffers:
+    current = highlight is not None and 0 <= highlight < workload.num_buffers
+    if current:
         canvas.shade(workload.start[highlight], workload.end[highlight] + 1, HIGHLIGHT)
     for b in np.flatnonzero(offsets >= 0):
         canvas.rect(workload.start[b], workload.end[b] + 1, offsets[b], workload.size[b], buffer_colour(int(b)))
-    return canvas.frame()
+    image = canvas.frame()
+    if current:
+        canvas.bracket(workload.start[highlight], workload.end[highlight] + 1, CURRENT)
+    return image
 
 
 def memory_map_v1(workload: Workload, chunks: list[dict], capacity: int, *, width: int = 640, height: int = 320,

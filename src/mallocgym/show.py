@@ -1,9 +1,12 @@
 """Statistics and pictures of scenarios: ``mallocgym show`` and ``mallocgym list``.
 
 :func:`scenario_stats` summarises one scenario; :func:`suite_table` gives one row per workload
-of a suite (the table of ``docs/suite.md``); :func:`pressure_picture` draws memory pressure:
-the top panel is live bytes over time against the fast-memory capacity (red line), the bottom
+of a suite (the table of ``docs/suite.md``); :func:`pressure_picture` draws memory pressure as
+a NumPy raster with no plotting library: the top panel is live bytes over time (blue, red above
+the capacity) against the fast-memory capacity (a black line, drawn over the red), the bottom
 panel the buffers' live ranges (one bar per buffer, sorted by start), both with time on x.
+``mallocgym show --png`` draws the same with axes, units and a title through matplotlib
+(:func:`mallocgym.plot.pressure_figure`, the ``[plot]`` extra).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ __all__ = ["scenario_stats", "suite_table", "table_markdown", "compute_bound_sha
 
 LIVE = (70, 130, 180)
 OVER = (214, 96, 77)
-CAPACITY = (200, 30, 30)
+CAPACITY = (0, 0, 0)  # black: it must stand out against the red over-capacity bars
 
 
 def op_bytes(workload: Workload) -> np.ndarray:
@@ -108,7 +111,7 @@ def pressure_picture(workload: Workload, capacity: int | None = None, *, width: 
                      height: int = 540, margin: int = 8) -> np.ndarray:
     """Memory pressure of a workload as ``uint8[height, width, 3]``.
 
-    Top third: live bytes at each op (blue; red above ``capacity``) and the capacity as a red
+    Top third: live bytes at each op (blue; red above ``capacity``) and the capacity as a black
     line. Bottom: one bar per buffer over its live ops, sorted by start, coloured per buffer
     (several buffers share a pixel row when there are more buffers than rows).
     """

@@ -60,7 +60,7 @@ MsaStatic = namedtuple("MsaStatic", [
     "elapsed",    # float64[T] all-slow elapsed time of each op: the copy budget per op
     "reduction",  # float64[S] time the use op saves with this segment's accesses fast (inst_elapsed_reduction)
     "rank",       # int64[S] position of each segment in the decision order (copies of a state re-added in it)
-    "cum",        # float64[T+1] prefix sums of ``elapsed`` (the scenario's ``cum_slow``)
+    "cum_slow",   # float64[T+1] prefix sums of ``elapsed`` (the scenario's; read by ``v1.interval_time``)
 ])
 
 Resource = namedtuple("Resource", [
@@ -191,15 +191,6 @@ def _consume(ms, res, start, end, amount, update):
         nxt += 1
 
 
-@njit(cache=True, inline="always")
-def _budget(ms, a, b):
-    """The copy budget of the ops strictly between ``a`` and ``b``."""
-    lo = a + 1
-    if lo >= b:
-        return 0.0
-    return ms.cum[b] - ms.cum[lo]
-
-
 @njit(cache=True)
 def has_resource(ms, res, start, end, amount):
     """``HasEnoughResource``: can a copy of ``amount`` seconds issued after op ``start`` be done
@@ -208,7 +199,7 @@ def has_resource(ms, res, start, end, amount):
     :func:`_consume` without its op-by-op loop: a copy fits iff its work (with the earlier
     copies' leftover) is at most the ops' time inside its window, and it pushes the next copy
     by what is left of it when that copy is issued; both are prefix sums of the op times
-    (:func:`_budget`), so a check costs one step per copy it pushes, not one per op."""
+    (``interval_time``), so a check costs one step per copy it pushes, not one per op."""
     eps = ms.params[EPS]
     if amount <= 0.0:
         return True
@@ -216,11 +207,11 @@ def has_resource(ms, res, start, end, amount):
     nxt = _upper_bound(res, start)
     n = res.count[0]
     while True:
-        if left > _budget(ms, start, end) + eps:
+        if left > interval_time(ms, start, end) + eps:
             return False
         if nxt >= n or res.start[nxt] + 1 >= end:
             return True
-        pushed = left - _budget(ms, start, res.start[nxt] + 1)  # still to copy when it is issued
+        pushed = left - interval_time(ms, start, res.start[nxt] + 1)  # still to copy when it is issued
         if pushed <= eps:
             return True
         start, end = res.start[nxt], res.end[nxt]

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="PART.FIELD=VALUE",
                    help="override one config field, e.g. search.num_simulations=8 (repeatable)")
     p.add_argument("--no-generator", action="store_true", help="train on the suite's scenarios only")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "--no-progress", dest="no_progress", action="store_true", help="no progress bar")
     return p
 
 

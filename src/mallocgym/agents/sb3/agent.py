@@ -4,8 +4,9 @@ The agent plays one episode of the game it was trained on (MallocGame-v0 or -v1,
 the run's ``train.json`` as ``config.env.version``) on the scenario, with the env settings it
 was trained with, choosing deterministically (the highest logit or Q-value; MaskablePPO among
 the legal actions of ``env.action_masks()``, as its ``predict(deterministic=True)`` does); PPO
-and DQN choose without masks, so a masked choice follows the env's ``invalid_action`` (by default: the buffer goes to slow memory, on v1 the use
-reads slow memory; the count is reported in ``Solution.info["invalid_actions"]``).
+and DQN choose without masks, so a masked choice follows the env's ``invalid_action`` (by
+default: the buffer goes to slow memory, on v1 the use reads slow memory; the count is reported
+in ``Solution.info["invalid_actions"]``).
 
 Asking an agent to play the other version is one ``ValueError``: :meth:`SB3Agent.solve` (v0)
 of a v1 run and :meth:`SB3Agent.solve_v1` of a v0 run refuse, and ``plays_v1`` tells the
@@ -33,7 +34,10 @@ class SB3Agent:
 
     Attributes:
       version: the game it was trained on and plays, ``"v0"`` or ``"v1"``.
-      plays_v1: ``version == "v1"`` (read by the harness).
+      plays_v1: ``version == "v1"`` (read by the harness, which refuses a v0 agent on v1
+        before anything runs).
+      plays_v0: ``version == "v0"`` (the harness does not read it yet: a v1 agent asked to play
+        v0 is refused by :meth:`solve`, at the first scenario).
     """
 
     def __init__(self, path: str | Path, *, algo: str, name: str | None = None):
@@ -46,6 +50,7 @@ class SB3Agent:
         self.masked = algo == "maskable_ppo"
         self.version = self.config.env.version
         self.plays_v1 = self.version == "v1"
+        self.plays_v0 = self.version == "v0"
         self.env_kwargs = self.config.env.env_kwargs()
 
     def act(self, env, obs: dict[str, np.ndarray]) -> int:

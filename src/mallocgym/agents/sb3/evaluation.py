@@ -38,7 +38,8 @@ def validation_scenarios(n_programs: int, preset: str = VALIDATION_PRESET) -> li
     fast memory = 1/8 and 1/2 of its peak live bytes: ``2 * n_programs`` scenarios."""
     from ...workloads.generator import WorkloadGenerator
 
-    if not isinstance(n_programs, int) or isinstance(n_programs, bool) or not 1 <= n_programs <= MAX_VALIDATION_PROGRAMS:
+    if (not isinstance(n_programs, int) or isinstance(n_programs, bool)
+            or not 1 <= n_programs <= MAX_VALIDATION_PROGRAMS):
         raise ValueError(f"the number of validation programs must be an integer in [1, {MAX_VALIDATION_PROGRAMS}], "
                          f"got {n_programs!r}")
     generator = WorkloadGenerator(preset, fractions=VALIDATION_FRACTIONS)

@@ -1,12 +1,23 @@
 """``mallocgym train sb3``: train MaskablePPO, PPO or DQN on a suite under a wall-clock budget.
 
     mallocgym train sb3 --algo maskable_ppo --suite default --minutes 10 --out runs/mppo
+    mallocgym train sb3 --algo maskable_ppo --env v1 --suite default --minutes 10 --out runs/mppo-v1
 
-Training stops at ``--minutes`` (wall clock of the learning loop) or ``--steps`` (total env
-steps, counting earlier runs when resuming), whichever comes first. A checkpoint
-(``model.zip`` + ``train.json``, see :mod:`.checkpoint`) is written atomically every
-``--checkpoint-minutes`` and at the end (also on Ctrl-C); ``--resume`` continues it, step count
-included. ``KIND:OUT`` then loads it (``mallocgym eval --agent maskable_ppo:runs/mppo``).
+``--env`` picks the game (MallocGame-v0, the default, or -v1); the run records it and its agent
+plays only that one. Training stops at ``--minutes`` (wall clock of the learning loop,
+evaluations included) or ``--steps`` (total env steps, counting earlier runs when resuming),
+whichever comes first. The newest weights are written atomically every
+``--checkpoint-minutes`` and at the end (also on Ctrl-C), with ``train.json`` (see
+:mod:`.checkpoint`); ``--resume`` continues them, step count included. ``KIND:OUT`` then loads
+``model.zip`` (``mallocgym eval --agent maskable_ppo:runs/mppo``).
+
+Evaluation (:class:`_Evaluate`, on unless ``--eval-programs 0``): every ``--eval-minutes`` (1
+on v0, 5 on v1) and at the end, the policy plays held-out programs of the training split
+(``--eval-holdout``, 2 by default, taken out of training), held-out generated programs
+(``--eval-programs``, 8) and the training scenarios, and with ``--eval-test`` the suite's test
+split (logged only); ``logs/eval.csv`` gets a row per evaluation. With ``--select best`` (the
+default) ``model.zip`` is the checkpoint with the best held-out score (:func:`score_groups`)
+and ``latest.zip`` the newest weights; with ``--select last`` ``model.zip`` is the newest.
 
 ``--steps N`` stops at ``N`` env steps; when ``N`` falls on the end of a rollout
 (``n_steps * n_envs`` steps for PPO and MaskablePPO) that last rollout is trained on, otherwise
@@ -51,7 +62,7 @@ __all__ = ["main", "train", "build_parser"]
 UNLIMITED_STEPS = 10**12
 MAX_SEED = 2**32 - 1  # SB3 seeds numpy's legacy generator, which takes seeds below 2**32
 MAX_ENVS = 4096
-DEFAULT_EVAL_MINUTES = 1.0
+DEFAULT_EVAL_MINUTES = {"v0": 1.0, "v1": 5.0}  # an evaluation takes ~1-2 s on v0, ~10-30 s on v1
 DEFAULT_EVAL_PROGRAMS = 8
 DEFAULT_EVAL_HOLDOUT = 2  # programs of a suite's split held out of training to select checkpoints by
 SELECT_RULES = ("best", "last")
@@ -211,8 +222,9 @@ class _Evaluate(BaseCallback):
     evaluations included), seconds of training alone (``train_s = wall_s`` minus the time spent
     evaluating), this evaluation's seconds, the geomean speedups, and ``selected`` (1 when this
     checkpoint became ``model.zip``); ``logs/eval_scenarios.csv`` gets each scenario's speedup
-    (``steps, group, scenario, speedup``, groups ``valid``, ``train``, ``test``). With ``select_best``, ``on_best(record)`` is called when
-    the held-out geomean beats every earlier one (``best``: the resumed run's best so far).
+    (``steps, group, scenario, speedup``; groups ``valid``, ``holdout``, ``train``, ``test``).
+    With ``select_best``, ``on_best(record)`` is called when the score beats every earlier one
+    (a tie does not; ``best``: the resumed run's best so far).
     The ``test`` set, when present, is logged only: it never chooses anything.
     """
 
@@ -234,13 +246,16 @@ class _Evaluate(BaseCallback):
         self.evaluated_updates: int | None = None
         self.handle = self.scenario_handle = None
 
+    def _due(self) -> bool:
+        return self.evaluator is not None and time.perf_counter() >= self.next_due
+
     def _on_step(self) -> bool:
-        if self.evaluator is not None and not isinstance(self.model, OnPolicyAlgorithm) and time.perf_counter() >= self.next_due:
+        if not isinstance(self.model, OnPolicyAlgorithm) and self._due():
             self.run(self.model)
         return True
 
     def _on_rollout_start(self) -> None:
-        if self.evaluator is not None and isinstance(self.model, OnPolicyAlgorithm) and time.perf_counter() >= self.next_due:
+        if isinstance(self.model, OnPolicyAlgorithm) and self._due():
             self.run(self.model)
 
     def finish(self, model) -> None:
@@ -338,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="game: v0 (MallocGame-v0) or v1 (MallocGame-v1, per-use decisions with prefetch) "
                         "(default: v0; with --resume, the run's)")
     p.add_argument("--eval-minutes", type=float,
-                   help=f"evaluate every M minutes of wall clock and at the end (default: {DEFAULT_EVAL_MINUTES})")
+                   help=f"evaluate every M minutes of wall clock and at the end (default: "
+                        f"{DEFAULT_EVAL_MINUTES['v0']:g} on v0, {DEFAULT_EVAL_MINUTES['v1']:g} on v1)")
     p.add_argument("--eval-programs", type=int,
                    help=f"held-out generated programs to evaluate on (each at 2 capacities; 0: no evaluation, "
                         f"keep the last checkpoint; default: {DEFAULT_EVAL_PROGRAMS}; with --resume, the run's)")
@@ -489,14 +505,14 @@ def _config(args, out: Path):
     return config, previous
 
 
-def _evaluation(args, previous: dict[str, Any]) -> dict[str, Any]:
+def _evaluation(args, previous: dict[str, Any], version: str = "v0") -> dict[str, Any]:
     """The run's evaluation settings: ``programs`` (held-out generated programs; 0 = none),
     ``select`` (``best`` or ``last``), ``minutes`` (period). A resumed run keeps its programs and
     rule (a run from before evaluation existed: none, ``last``); asking for others is an error."""
     if args.resume:
         before = dict({"programs": 0, "select": "last", "holdout": 0}, **(previous.get("evaluation") or {}))
-        for flag, key, given in (("--eval-programs", "programs", args.eval_programs), ("--select", "select", args.select),
-                                 ("--eval-holdout", "holdout", args.eval_holdout)):
+        for flag, key, given in (("--eval-programs", "programs", args.eval_programs),
+                                 ("--select", "select", args.select), ("--eval-holdout", "holdout", args.eval_holdout)):
             if given is not None and given != before[key]:
                 raise ValueError(f"--resume keeps the run's evaluation ({flag} {before[key]}); got {flag} {given}")
         programs, select, holdout = int(before["programs"]), before["select"], int(before["holdout"])
@@ -508,7 +524,7 @@ def _evaluation(args, previous: dict[str, Any]) -> dict[str, Any]:
         holdout = args.eval_holdout  # None: the default, settled by _data (it depends on the split)
         if args.eval_holdout is None and (programs == 0 or args.scenario):
             holdout = 0
-    minutes = args.eval_minutes if args.eval_minutes is not None else DEFAULT_EVAL_MINUTES
+    minutes = args.eval_minutes if args.eval_minutes is not None else DEFAULT_EVAL_MINUTES[version]
     return {"programs": programs, "preset": VALIDATION_PRESET, "select": select, "holdout": holdout,
             "minutes": minutes if programs > 0 else None}
 
@@ -562,7 +578,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     model_path, _ = run_paths(out)
     config, previous = _config(args, out)
-    evaluation = _evaluation(args, previous)
+    evaluation = _evaluation(args, previous, config.env.version)
     env_data, data, named, held = _data(args, evaluation["holdout"])
     evaluation["holdout"] = len({s.workload.name for s in held})
     select_best = evaluation["select"] == "best"
