@@ -301,3 +301,12 @@ def test_train_muzero_bad_numbers_and_contradictions(capsys, tmp_path, argv, fra
     base.update(zip(argv[::2], argv[1::2]))
     one_line_error(capsys, ["train", "muzero", *[x for kv in base.items() for x in kv]], *fragments)
     assert not (tmp_path / "run").exists()
+
+
+def test_bench_budget_s_is_checked(capsys):
+    for argv, text in ((["bench", "--budget-s", "0", "--agents", "rollout"], "--budget-s 0.0: a number of seconds > 0"),
+                       (["bench", "--budget-s", "2", "--agents", "xla", "--scenario", "mlp-train-s0@1/8"],
+                        "budget_s=2.0 applies to search agents"),
+                       (["bench", "--speed", "--budget-s", "2"], "it takes no --budget-s")):
+        assert main(argv) == 2
+        assert text in capsys.readouterr().err, argv

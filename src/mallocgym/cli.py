@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -311,6 +312,9 @@ def _add_bench(p: argparse.ArgumentParser) -> None:
                         "as in xla,muzero:DIR,sims=64; each agent once (default: all-slow,random,xla)")
     p.add_argument("--out", help="write results.md, results.csv and results.json into this folder once every "
                                  "run has finished (nothing is written when one fails)")
+    p.add_argument("--budget-s", type=float, metavar="S",
+                   help="the same wall budget in seconds per scenario for every search agent (rollout, beam and "
+                        "mcts time_limit, muzero budget_s); an error when no agent given searches")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_quiet(p)
@@ -364,7 +368,8 @@ def _run_bench(args) -> int:
     if args.speed:
         given = [flag for flag, value in (("--suite", args.suite), ("--split", args.split),
                                            ("--scenario", args.scenario), ("--agents", args.agents),
-                                           ("--seed", args.seed)) if value is not None]
+                                           ("--seed", args.seed), ("--budget-s", args.budget_s))
+                 if value is not None]
         if args.env != "v0":
             given.append("--env")
         if given:
@@ -387,7 +392,10 @@ def _run_bench(args) -> int:
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
     _check_out_dir(args.out)
-    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet)
+    if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
+    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
+                    budget_s=args.budget_s)
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])
     else:
