@@ -547,7 +547,7 @@ def choose(st, state, ms, res, ix, s, starts, out):
     if s > first and j == s and d >= 0:
         # produced fast and kept up to the previous use: the value is evicted now (Evict), and a
         # prefetch may start once that copy is done
-        e = _eviction_end(st, state, b, s)
+        e = v1.eviction_end(st, state, b, u)
         if e > lo:
             lo = e
     if lo > hi:
@@ -564,31 +564,6 @@ def choose(st, state, ms, res, ix, s, starts, out):
             out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
         no_room = p
-
-
-@njit(cache=True)
-def _eviction_end(st, state, b, s):
-    """The done op the v1 rules give the eviction of ``b`` if it is needed by use ``s``
-    (:func:`mallocgym.sim.v1._place_eviction` with ``needed`` = this use)."""
-    c = state.seg_chunk[st.seg_ptr[b]]
-    last_use = state.ch_hi[c]
-    d = st.def_op[b]
-    needed = st.seg_use[s]
-    copy = st.size[b] / st.params[v1.SLOW_BW]
-    e = needed
-    for t in range(d + 1, needed + 1):
-        if v1._covers(st, interval_time(st, d, t), st.params[v1.PREF_RATIO] * copy):
-            e = t
-            break
-    if e < last_use + 1:
-        e = last_use + 1
-    if e > needed:
-        e = needed
-    if e - 1 > last_use:
-        blocked = v1._first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1)
-        if blocked < e:
-            e = blocked
-    return e
 
 
 @njit(cache=True)

@@ -656,12 +656,13 @@ def _drop_eviction(st, state, b):
 
 
 @njit(cache=True)
-def _place_eviction(st, state, b, needed):
-    """Evict buffer ``b`` (produced fast, initial run ending at chunk ``c``) so that its slow copy
-    exists before op ``needed``."""
-    first = st.seg_ptr[b]
-    c = state.seg_chunk[first]
-    last_use = state.ch_hi[c]
+def eviction_end(st, state, b, needed):
+    """The op before which the eviction of ``b`` (produced fast, its initial run of fast uses in
+    chunk ``c``) is done when its slow copy is needed by op ``needed``: ``min(max(preferred, last
+    fast use + 1), needed)``, moved earlier until the chunk can be held at its offset up to the
+    op before (``PreferredEvictionEndTime``, then ``Evict``'s search)."""
+    c = state.seg_chunk[st.seg_ptr[b]]
+    last_use = state.ev_base[b] if state.ev_chunk[b] == c else state.ch_hi[c]  # before an eviction's hold
     d = st.def_op[b]
     copy = st.size[b] / st.params[SLOW_BW]
     e = needed
@@ -677,6 +678,17 @@ def _place_eviction(st, state, b, needed):
         blocked = _first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1)
         if blocked < e:
             e = blocked
+    return e
+
+
+@njit(cache=True)
+def _place_eviction(st, state, b, needed):
+    """Evict buffer ``b`` (produced fast, initial run ending at chunk ``c``) so that its slow copy
+    exists before op ``needed``."""
+    c = state.seg_chunk[st.seg_ptr[b]]
+    last_use = state.ch_hi[c]
+    d = st.def_op[b]
+    e = eviction_end(st, state, b, needed)
     state.ev_done[b] = e
     state.ev_base[b] = last_use
     state.ev_chunk[b] = c
