@@ -147,6 +147,25 @@ def test_command_line_errors(tmp_path):
         main(["--minutes", "1", "--out", str(tmp_path), "--scenario", str(tmp_path / "nope.json")])
     with pytest.raises(ValueError, match="minutes must be > 0"):
         main(["--minutes", "0", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="drop --suite/--split"):
+        main(["--minutes", "1", "--out", str(tmp_path), "--scenario", str(workload), "--split", "test"])
+
+
+def test_split_picks_the_scenarios_trained_on(tmp_path, monkeypatch):
+    """``train muzero --split`` names the training data as ``train sb3 --split`` does."""
+    import importlib
+
+    from mallocgym.scenarios import names
+
+    trainer = importlib.import_module("mallocgym.agents.muzero.train")  # the module, not the package's train()
+
+    seen = {}
+    monkeypatch.setattr(trainer, "train", lambda config, scenarios, **kw: seen.setdefault("names", [
+        s.name for s in scenarios]) and {})
+    for split in ("test", None):
+        seen.clear()
+        main(["--minutes", "1", "--out", str(tmp_path / f"run-{split}")] + (["--split", split] if split else []))
+        assert seen["names"] == names("default", split or "train"), split
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):

@@ -215,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = Parser(prog="mallocgym train muzero",
                                 description="Train mallocMuZero by self-play under a wall-clock budget.")
-    p.add_argument("--suite", help="suite whose train split is played (default: default; not with --scenario)")
+    p.add_argument("--suite", help="suite whose --split is played (default: default; not with --scenario)")
+    p.add_argument("--split", choices=["train", "test"],
+                   help="split of --suite (default: train; as `train sb3 --split`); not with --scenario")
     p.add_argument("--scenario", action="append",
                    help="train on this scenario only (repeatable; disables the synthetic generator, so "
                         "--no-generator changes nothing with it)")
@@ -251,13 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     config = config.with_overrides(args.set)
     if args.resume and (args.config or args.set):
         raise ValueError("--resume continues with the checkpoint's config; drop --config/--set")
-    if args.scenario and args.suite is not None:
-        raise ValueError("--scenario replaces the suite's train split as training data; drop --suite")
+    if args.scenario and (args.suite is not None or args.split is not None):
+        raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
     if args.scenario:
         scenarios = [resolve(name) for name in args.scenario]
         use_generator = False
     else:
-        scenarios = suite(args.suite if args.suite is not None else "default", "train")
+        scenarios = suite(args.suite if args.suite is not None else "default", args.split or "train")
         use_generator = not args.no_generator
     summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
                     resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
