@@ -1,11 +1,12 @@
 """Policies for MallocGame-v1 on the simulator: all-slow, random and the greedy completion.
 
-**greedy** (the default completion of the v1 search agents until ``xla-msa`` replaces it): at
-each segment it tries at most three moves, ``SLOW``, ``FAST`` at the best-fit offset (produce
-and keep, or keep) and ``PREFETCH`` at the picker's preferred start and best-fit offset, and
-plays the one with the lowest program time (the rest of the game priced slow), ties to the
-first of ``SLOW``, ``FAST``, ``PREFETCH`` (so a tie keeps the value slow: no copy). It is v0's XLA-like choice (best fit) played per use, with the one-step exact cost deciding
-whether a copy pays.
+**greedy** (the v1 search agents' completion with ``completion=greedy``; their default is
+``xla-msa``, :mod:`mallocgym.sim.msa`): at each segment it tries at most three moves, ``SLOW``,
+``FAST`` at the best-fit offset (produce and keep, or keep) and ``PREFETCH`` at the picker's
+preferred start and best-fit offset, and plays the one with the lowest program time (the rest
+of the game priced slow), ties to the first of ``SLOW``, ``FAST``, ``PREFETCH`` (so a tie keeps
+the value slow: no copy). It is v0's XLA-like choice (best fit) played per use, with the
+one-step exact cost deciding whether a copy pays.
 
 The game's forced positions (only ``SLOW`` legal) are played as the env plays them.
 """
