@@ -13,7 +13,8 @@ from mallocgym.hardware import profile
 from mallocgym.heuristics import greedy, xla_like
 from mallocgym.scenarios import Scenario, capacity_for
 from mallocgym.workloads import generator
-from mallocgym.workloads.generator import GeneratorConfig, WorkloadGenerator, generate, planted, preset
+from mallocgym.scenarios import WorkloadGenerator, planted
+from mallocgym.workloads.generator import GeneratorConfig, generate, preset
 
 ARRAYS = ("flops", "transcendentals", "size", "start", "end", "access_ptr", "access_op", "access_bytes",
           "access_write")

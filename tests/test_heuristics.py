@@ -10,7 +10,8 @@ import pytest
 from mallocgym import Hardware, Workload, evaluate, heuristics, sim
 from mallocgym.heuristics import FIT_BEST, FIT_FIRST
 from mallocgym.scenarios import capacity_for, resolve
-from mallocgym.workloads.generator import generate, planted
+from mallocgym.scenarios import planted
+from mallocgym.workloads.generator import generate
 from mallocgym.workloads.synthetic import mlp_training_step
 
 from conftest import MINIMALLOC

@@ -16,7 +16,8 @@ from mallocgym.agents.search import (BeamAgent, BeamConfig, MCTSAgent, MCTSConfi
 from mallocgym.env import MallocGameEnv
 from mallocgym.harness import solve
 from mallocgym.scenarios import capacity_for, resolve
-from mallocgym.workloads.generator import generate, planted
+from mallocgym.scenarios import planted
+from mallocgym.workloads.generator import generate
 from mallocgym.workloads.synthetic import mlp_training_step
 
 from conftest import MINIMALLOC, baseline_script

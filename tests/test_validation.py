@@ -16,7 +16,7 @@ from mallocgym import Hardware, Workload, evaluate
 from mallocgym.env import MallocGameEnv
 from mallocgym.scenarios import Scenario, override, resolve
 from mallocgym.workloads import load, save
-from mallocgym.workloads.generator import WorkloadGenerator
+from mallocgym.scenarios import WorkloadGenerator
 from mallocgym.workloads.io import load_minimalloc, workload_to_dict
 
 from strategies import scenarios as scenario_strategy

@@ -27,7 +27,8 @@ from fractions import Fraction
 from mallocgym import scenarios
 from mallocgym.agents import make_agent
 from mallocgym.harness import bench
-from mallocgym.workloads.generator import WorkloadGenerator, parse_families, preset
+from mallocgym.scenarios import WorkloadGenerator
+from mallocgym.workloads.generator import parse_families, preset
 
 VALIDATION_SEEDS = range(2_000_000_000, 2_000_000_006)
 

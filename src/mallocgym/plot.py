@@ -495,7 +495,7 @@ def _scenario_by_name(name: str):
     try:
         from fractions import Fraction
 
-        from .workloads.generator import WorkloadGenerator
+        from .scenarios import WorkloadGenerator
 
         fraction = Fraction(int(match["num"]), int(match["den"]))
         scenario = WorkloadGenerator(match["preset"], fractions=(fraction,)).scenario(int(match["seed"]), fraction)

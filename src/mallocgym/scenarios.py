@@ -25,12 +25,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
+
 from ._validate import MAX_BYTES, check_int
 from .hardware import DEFAULT_PROFILE, PROFILES, Hardware, profile
 from .workloads import Workload, load, load_minimalloc, load_npz
+from .workloads.generator import GeneratorConfig, generate, planted_workload, preset
 from .workloads.synthetic import mlp_training_step
 
-__all__ = ["Scenario", "suite", "get", "names", "resolve", "override", "as_hardware", "check_capacity",
+__all__ = ["Scenario", "WorkloadGenerator", "planted", "suite", "get", "names", "resolve", "override", "as_hardware", "check_capacity",
            "oversized", "resolve_hardware",
            "capacity_for", "manifest", "DEFAULT_FRACTION", "SUITES", "SPLITS"]
 
@@ -248,3 +251,65 @@ def resolve(workload: Workload | Scenario | str | os.PathLike, hardware: Hardwar
         loaded = load(path)
         return override(Scenario(loaded.name, loaded, resolve_hardware(loaded, hardware)), None, capacity)
     return override(get(text), hardware, capacity)
+
+
+# ------------------------------------------------------------------ generated scenarios
+def _fraction(value) -> Fraction:
+    try:
+        if isinstance(value, (int, str, Fraction)):
+            f = Fraction(value)
+        else:
+            f = Fraction(float(value)).limit_denominator(10**6)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ValueError(f"capacity fraction {value!r} is not a number") from None
+    if not 0 < f:
+        raise ValueError(f"capacity fraction {value!r} must be > 0")
+    return f
+
+
+class WorkloadGenerator:
+    """A fresh scenario per call, for unlimited training instances.
+
+    ``generator(rng)`` draws a seed and a capacity fraction with ``rng`` (a
+    ``numpy.random.Generator``), generates that workload and returns a
+    :class:`Scenario` whose fast memory is that fraction of the program's
+    peak live bytes (:func:`capacity_for`). Pass it as the env's
+    ``workload``: ``gym.make("MallocGame-v0", workload=WorkloadGenerator(preset("small")))``.
+    """
+
+    def __init__(self, config: GeneratorConfig | str = "small", fractions=(Fraction(1, 8), Fraction(1, 2)),
+                 hardware="tpu-v4-like"):
+        self.config = preset(config) if isinstance(config, str) else config
+        if not isinstance(self.config, GeneratorConfig):
+            raise ValueError(f"config must be a GeneratorConfig or a preset name, got {type(config).__name__}")
+        self.fractions = tuple(_fraction(f) for f in fractions)
+        if not self.fractions:
+            raise ValueError("fractions must not be empty")
+        self.hardware = profile(hardware) if isinstance(hardware, str) else hardware
+        if not isinstance(self.hardware, Hardware):
+            raise ValueError(f"hardware must be a Hardware or a profile name, got {hardware!r}")
+
+    def scenario(self, seed: int, fraction) -> Scenario:
+        """The scenario of one ``seed`` at one capacity ``fraction``."""
+        fraction = _fraction(fraction)
+        workload = generate(self.config, seed)
+        hw = self.hardware.with_capacity(capacity_for(workload, fraction, self.hardware.alignment))
+        return Scenario(f"{workload.name}@{fraction}", workload, hw, "train")
+
+    def __call__(self, rng: np.random.Generator):
+        seed = int(rng.integers(2**31))
+        return self.scenario(seed, self.fractions[int(rng.integers(len(self.fractions)))])
+
+    def __repr__(self) -> str:
+        fracs = ", ".join(str(f) for f in self.fractions)
+        return (f"WorkloadGenerator({self.config.name!r}, buffers={self.config.buffers}, "
+                f"families={','.join(self.config.families)}, fractions=({fracs}), hardware={self.hardware.name!r})")
+
+
+def planted(seed: int, *, n_buffers: int = 64, n_ops: int | None = None, capacity: int = 1 << 20,
+            hardware="tpu-v4-like") -> tuple[Scenario, np.ndarray]:
+    """A packing instance with a known optimum: ``(scenario, offsets)``
+    (:func:`mallocgym.workloads.generator.planted_workload` at its own capacity)."""
+    hw = profile(hardware) if isinstance(hardware, str) else hardware
+    workload, offsets = planted_workload(seed, n_buffers=n_buffers, n_ops=n_ops, capacity=capacity, hardware=hw)
+    return Scenario(workload.name, workload, hw.with_capacity(workload.default_capacity), "train"), offsets

@@ -10,11 +10,14 @@ inference step runs the forward pass only. Buffers are weights, optimizer state,
 sizes spread over orders of magnitude; big matmuls and convolutions are compute-bound under the
 default hardware while elementwise ops, norms and updates are memory-bound.
 
-``WorkloadGenerator(preset("small"))`` is a callable ``(numpy.random.Generator) -> Scenario``
-that ``gym.make("MallocGame-v0", workload=...)`` accepts: a fresh instance every episode.
+``planted_workload(seed)`` builds a MiniMalloc-style packing instance together with a mapping
+that places every buffer (so it is optimal), packed so that fast memory is full at every op.
 
-``planted(seed)`` builds a MiniMalloc-style packing instance together with a mapping that places
-every buffer (so it is optimal), packed so that fast memory is full at every op.
+This module makes workloads only. The scenario layer turns them into scenarios:
+``mallocgym.scenarios.WorkloadGenerator(preset("small"))`` is a callable
+``(numpy.random.Generator) -> Scenario`` that ``gym.make("MallocGame-v0", workload=...)``
+accepts (a fresh instance every episode), and ``mallocgym.scenarios.planted(seed)`` returns the
+planted instance as ``(scenario, offsets)``.
 
     python -m mallocgym.workloads.generator --stats     # docs/generator.md's table
 """
@@ -25,17 +28,16 @@ import argparse
 import operator
 import sys
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import Callable, Iterator
 
 import numpy as np
 
-from ..hardware import Hardware, profile
+from ..hardware import profile
 from .builder import ProgramBuilder
 from .core import Workload
 
 __all__ = ["GeneratorConfig", "preset", "PRESETS", "FAMILIES", "DEFAULT_FAMILIES", "OPTIMIZERS", "generate",
-           "WorkloadGenerator", "parse_families", "planted", "workload_stats"]
+           "parse_families", "planted_workload", "workload_stats"]
 
 FAMILIES = ("transformer", "cnn", "mlp", "unet", "rnn")
 # the presets' and GeneratorConfig's default: the first three families, so that every seed still
@@ -841,64 +843,12 @@ def _index(value, what: str) -> int:
     return value
 
 
-def _fraction(value) -> Fraction:
-    try:
-        if isinstance(value, (int, str, Fraction)):
-            f = Fraction(value)
-        else:
-            f = Fraction(float(value)).limit_denominator(10**6)
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise ValueError(f"capacity fraction {value!r} is not a number") from None
-    if not 0 < f:
-        raise ValueError(f"capacity fraction {value!r} must be > 0")
-    return f
-
-
-class WorkloadGenerator:
-    """A fresh scenario per call, for unlimited training instances.
-
-    ``generator(rng)`` draws a seed and a capacity fraction with ``rng`` (a
-    ``numpy.random.Generator``), generates that workload and returns a
-    :class:`~mallocgym.scenarios.Scenario` whose fast memory is that fraction of the program's
-    peak live bytes (:func:`~mallocgym.scenarios.capacity_for`). Pass it as the env's
-    ``workload``: ``gym.make("MallocGame-v0", workload=WorkloadGenerator(preset("small")))``.
-    """
-
-    def __init__(self, config: GeneratorConfig | str = "small", fractions=(Fraction(1, 8), Fraction(1, 2)),
-                 hardware="tpu-v4-like"):
-        self.config = preset(config) if isinstance(config, str) else config
-        if not isinstance(self.config, GeneratorConfig):
-            raise ValueError(f"config must be a GeneratorConfig or a preset name, got {type(config).__name__}")
-        self.fractions = tuple(_fraction(f) for f in fractions)
-        if not self.fractions:
-            raise ValueError("fractions must not be empty")
-        self.hardware = profile(hardware) if isinstance(hardware, str) else hardware
-        if not isinstance(self.hardware, Hardware):
-            raise ValueError(f"hardware must be a Hardware or a profile name, got {hardware!r}")
-
-    def scenario(self, seed: int, fraction) -> "Scenario":  # noqa: F821 (lazy import)
-        """The scenario of one ``seed`` at one capacity ``fraction``."""
-        from ..scenarios import Scenario, capacity_for
-
-        fraction = _fraction(fraction)
-        workload = generate(self.config, seed)
-        hw = self.hardware.with_capacity(capacity_for(workload, fraction, self.hardware.alignment))
-        return Scenario(f"{workload.name}@{fraction}", workload, hw, "train")
-
-    def __call__(self, rng: np.random.Generator):
-        seed = int(rng.integers(2**31))
-        return self.scenario(seed, self.fractions[int(rng.integers(len(self.fractions)))])
-
-    def __repr__(self) -> str:
-        fracs = ", ".join(str(f) for f in self.fractions)
-        return (f"WorkloadGenerator({self.config.name!r}, buffers={self.config.buffers}, "
-                f"families={','.join(self.config.families)}, fractions=({fracs}), hardware={self.hardware.name!r})")
-
-
 # ------------------------------------------------------------------------------------- planted
-def planted(seed: int, *, n_buffers: int = 64, n_ops: int | None = None, capacity: int = 1 << 20,
-            hardware="tpu-v4-like"):
-    """A packing instance with a known optimum: ``(scenario, offsets)``.
+def planted_workload(seed: int, *, n_buffers: int = 64, n_ops: int | None = None, capacity: int = 1 << 20,
+                     hardware="tpu-v4-like") -> tuple[Workload, np.ndarray]:
+    """A packing instance with a known optimum: ``(workload, offsets)``; the workload's
+    ``default_capacity`` is the fast memory it was cut for (``mallocgym.scenarios.planted``
+    makes it a scenario).
 
     The rectangle ``ops x [0, capacity)`` is cut at random, again and again (guillotine cuts in
     time or in address), until it is ``n_buffers`` pieces; each piece is a buffer live over its
@@ -911,8 +861,6 @@ def planted(seed: int, *, n_buffers: int = 64, n_ops: int | None = None, capacit
     ``n_ops`` defaults to ``2 * n_buffers``; ``capacity`` (bytes) is rounded down to the
     hardware's alignment, and cuts fall on aligned addresses.
     """
-    from ..scenarios import Scenario
-
     seed = _index(seed, "seed")
     n_buffers = _index(n_buffers, "n_buffers")
     hw = profile(hardware) if isinstance(hardware, str) else hardware
@@ -955,7 +903,7 @@ def planted(seed: int, *, n_buffers: int = 64, n_ops: int | None = None, capacit
     workload = Workload.with_default_accesses(name, np.zeros(n_ops), size, start, end,
                                               buffer_names=tuple(str(b) for b in range(n_buffers)),
                                               default_capacity=units * align)
-    return Scenario(name, workload, hw.with_capacity(units * align), "train"), offsets
+    return workload, offsets
 
 
 # --------------------------------------------------------------------------------------- stats

@@ -125,7 +125,8 @@ def make_generator(preset_name: str, families: str = "") -> Callable[[np.random.
     """The synthetic workload generator's preset (drawing from ``families``, comma-separated,
     when given), or :func:`fallback_generator`."""
     try:
-        from ...workloads.generator import WorkloadGenerator, parse_families, preset
+        from ...scenarios import WorkloadGenerator
+        from ...workloads.generator import parse_families, preset
     except ImportError:
         return fallback_generator
     config = preset(preset_name)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...scenarios import Scenario, get
-from ...workloads.generator import PRESETS, WorkloadGenerator
+from ...scenarios import WorkloadGenerator
+from ...workloads.generator import PRESETS
 
 __all__ = ["TrainingMix"]
 

@@ -8,7 +8,7 @@ The envs are built once and reused, so a scenario is compiled once per training 
 
 :func:`validation_scenarios` is the held-out set the trainer selects checkpoints by: programs
 from :mod:`mallocgym.workloads.generator` with seeds at or above ``2**31``, which
-:class:`~mallocgym.workloads.generator.WorkloadGenerator` (and so ``--generator`` training)
+:class:`~mallocgym.scenarios.WorkloadGenerator` (and so ``--generator`` training)
 never draws (it draws seeds below ``2**31``), at two capacities each. It never contains a
 bundled scenario, so selecting on it never looks at the test split.
 """
@@ -36,7 +36,7 @@ MAX_VALIDATION_PROGRAMS = 1024
 def validation_scenarios(n_programs: int, preset: str = VALIDATION_PRESET) -> list[Scenario]:
     """``n_programs`` generated programs of ``preset`` (seeds ``2**31, 2**31 + 1, ...``), each at
     fast memory = 1/8 and 1/2 of its peak live bytes: ``2 * n_programs`` scenarios."""
-    from ...workloads.generator import WorkloadGenerator
+    from ...scenarios import WorkloadGenerator
 
     if (not isinstance(n_programs, int) or isinstance(n_programs, bool)
             or not 1 <= n_programs <= MAX_VALIDATION_PROGRAMS):
