@@ -433,12 +433,20 @@ def _live_chunks(st, state, lo, hi, skip_buf, ids):
 def window_candidates(st, state, b, lo, hi, k, ids, cand_off):
     """Candidate offsets for buffer ``b`` over ops ``[lo, hi]``, best fit first (as v0: from each
     fitting free gap its lowest aligned offset and, if different, its highest); return the count."""
+    if st.size[b] > st.iparams[CAPACITY]:
+        return 0
+    m = _live_chunks(st, state, lo, hi, b, ids)
+    return _candidates_among(st, state, b, lo, k, ids, m, cand_off)
+
+
+@njit(cache=True)
+def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
+    """:func:`window_candidates` for a window ``[lo, hi]`` whose live chunks are among
+    ``ids[:m]`` (by offset: the chunks live in a window ``[lo', hi]`` with ``lo' <= lo``, so
+    several windows ending at the same op share one scan of the chunks)."""
     size = st.size[b]
     capacity = st.iparams[CAPACITY]
     align = st.iparams[ALIGNMENT]
-    if size > capacity:
-        return 0
-    m = _live_chunks(st, state, lo, hi, b, ids)
     cand_lo = np.empty(k, np.int64)
     cand_hi = np.empty(k, np.int64)
     n = 0
@@ -446,6 +454,8 @@ def window_candidates(st, state, b, lo, hi, k, ids, cand_off):
     for i in range(m + 1):
         if i < m:
             c = ids[i]
+            if state.ch_hi[c] < lo:  # live only before this window
+                continue
             glo, ghi = cursor, state.ch_off[c]
             top = state.ch_off[c] + st.size[state.ch_buf[c]]
         else:
@@ -611,18 +621,26 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
     """
     b = st.seg_buf[s]
     k = st.iparams[N_CAND]
+    u = st.seg_use[s]
+    fits = st.size[b] <= st.iparams[CAPACITY]
+    produce = s == st.seg_ptr[b] and st.def_op[b] >= 0 and fits  # FAST over [d, use]
     n_fast = 0
-    if s == st.seg_ptr[b]:
-        if st.def_op[b] >= 0:
-            n_fast = window_candidates(st, state, b, st.def_op[b], st.seg_use[s], k, ids, fast_off)
-    elif keep_legal(st, state, s):
+    if s != st.seg_ptr[b] and keep_legal(st, state, s):
         fast_off[0] = state.seg_off[s - 1]
         n_fast = 1
-    n_starts = 0
-    if st.size[b] <= st.iparams[CAPACITY]:
-        n_starts = prefetch_starts(st, state, s, starts)
-    for j in range(n_starts):
-        pf_count[j] = window_candidates(st, state, b, starts[j] + 1, st.seg_use[s], k, ids, pf_off[j])
+    n_starts = prefetch_starts(st, state, s, starts) if fits else 0
+    if produce or n_starts > 0:
+        # every window ends at the use, so one scan of the chunks from the earliest window start
+        # serves them all (the FAST window [d, use] contains the prefetch ones)
+        lo = st.def_op[b] if produce else starts[0] + 1
+        for j in range(n_starts):
+            if starts[j] + 1 < lo:
+                lo = starts[j] + 1
+        m = _live_chunks(st, state, lo, u, b, ids)
+        if produce:
+            n_fast = _candidates_among(st, state, b, st.def_op[b], k, ids, m, fast_off)
+        for j in range(n_starts):
+            pf_count[j] = _candidates_among(st, state, b, starts[j] + 1, k, ids, m, pf_off[j])
     return n_fast, n_starts
 
 
