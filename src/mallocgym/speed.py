@@ -84,17 +84,23 @@ def cartpole_step_seconds(steps: int = 20000) -> float:
     return total / count
 
 
+def _best_and_median(run, repeats: int, setup=lambda: None) -> tuple[float, float]:
+    """Best and median seconds of ``run(setup())`` over ``repeats`` runs (``setup`` untimed),
+    after one warm-up run."""
+    run(setup())
+    times = []
+    for _ in range(repeats):
+        arg = setup()
+        begin = time.perf_counter()
+        run(arg)
+        times.append(time.perf_counter() - begin)
+    return float(np.min(times)), float(np.median(times))
+
+
 def greedy_episode_seconds(scenario: Scenario, repeats: int = 5) -> tuple[float, float]:
     """Best and median seconds of ``sim.run_greedy`` over a fresh state (after a warm-up run)."""
     st = sim.compile_scenario(scenario.workload, scenario.hardware, "boundedness")
-    sim.run_greedy(st, sim.new_state(st), False)
-    times = []
-    for _ in range(repeats):
-        state = sim.new_state(st)
-        begin = time.perf_counter()
-        sim.run_greedy(st, state, False)
-        times.append(time.perf_counter() - begin)
-    return float(np.min(times)), float(np.median(times))
+    return _best_and_median(lambda state: sim.run_greedy(st, state, False), repeats, lambda: sim.new_state(st))
 
 
 def msa_run_seconds(scenario: Scenario, repeats: int = 5) -> tuple[float, float]:
@@ -103,13 +109,7 @@ def msa_run_seconds(scenario: Scenario, repeats: int = 5) -> tuple[float, float]
     from .agents.xla_msa import MSAAgent
 
     agent = MSAAgent()
-    agent.solve_v1(scenario)
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        agent.solve_v1(scenario)
-        times.append(time.perf_counter() - begin)
-    return float(np.min(times)), float(np.median(times))
+    return _best_and_median(lambda _: agent.solve_v1(scenario), repeats)
 
 
 def measure(steps: int = 20000) -> dict:

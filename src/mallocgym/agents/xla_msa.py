@@ -58,7 +58,8 @@ class MSAConfig:
         defaults = MSAConfig.__dataclass_fields__
         if self.picker == "cost" and (self.min, self.max) != (defaults["min"].default, defaults["max"].default):
             raise ValueError("min= and max= are settings of picker=count (the cost picker uses the ratios)")
-        if self.picker == "count" and self.ratios != (0.8, 1.5, 10.0):
+        if self.picker == "count" and self.ratios != tuple(defaults[f].default for f in
+                                                           ("min_ratio", "preferred_ratio", "max_ratio")):
             raise ValueError("min_ratio=, preferred_ratio= and max_ratio= are settings of picker=cost")
 
     @property
