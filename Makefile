@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first, pinned to the CPU build: anything else would pull gigabytes of CUDA wheels.
 	$(PY) -m pip install --quiet "torch==2.13.0" -c constraints.txt
 	# everything the tests and `make run` need (`pip install mallocgym` alone has no torch; see README).
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,sb3,muzero,exact,plot,tensorboard]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,sb3,muzero,exact,plot,tensorboard,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -80,8 +80,8 @@ def _print_json(obj) -> None:
 
 # ---------------------------------------------------------------------------------------- list
 def _add_list(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", default="default", help="suite: default (XLA-compiled programs), synthetic or "
-                                                      "minimalloc (default: %(default)s)")
+    p.add_argument("--suite", default="default", help="suite: default (XLA-compiled programs), synthetic, "
+                                                      "minimalloc or large (default: %(default)s)")
     p.add_argument("--split", choices=["train", "test"], help="only this split")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON (one object per scenario) instead of a table")
@@ -92,7 +92,7 @@ def _add_list(p: argparse.ArgumentParser) -> None:
 def _suite_info(suite_name: str) -> dict[str, dict]:
     from .scenarios import manifest
 
-    return {row["name"]: row for row in manifest()["workloads"]} if suite_name == "default" else {}
+    return {row["name"]: row for row in manifest(suite_name)["workloads"]} if suite_name in ("default", "large") else {}
 
 
 def _run_list(args) -> int:
@@ -288,7 +288,7 @@ _SELECTION_HELP = ("--scenario NAME picks bundled scenarios (from any suite) or 
 
 
 def _add_selection(p: argparse.ArgumentParser, default_split: str | None) -> None:
-    p.add_argument("--suite", help="suite name: default, synthetic or minimalloc (default: default)")
+    p.add_argument("--suite", help="suite name: default, synthetic, minimalloc or large (default: default)")
     split_default = f" (default: {default_split}; any with --scenario)" if default_split else " (default: both)"
     p.add_argument("--split", choices=["train", "test"], help="only this split" + split_default)
     p.add_argument("--scenario", action="append", metavar="NAME",
@@ -301,6 +301,22 @@ def _add_selection(p: argparse.ArgumentParser, default_split: str | None) -> Non
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def _add_ray(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
+                   help="run the scenario x agent runs as Ray tasks (the [ray] extra) on the cluster at ADDRESS: "
+                        "auto, HOST:PORT or ray://HOST:PORT; with no ADDRESS on a local Ray started for the run "
+                        "(see docs/ray.md); the results are those of a local run")
+
+
+def _runner(args):
+    """The harness runner ``--ray`` asks for (None: the local loop)."""
+    if args.ray is None:
+        return None
+    from .harness import ray_runner
+
+    return ray_runner(None if args.ray is True else args.ray)
 
 
 def _add_bench(p: argparse.ArgumentParser) -> None:
@@ -318,6 +334,7 @@ def _add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_quiet(p)
+    _add_ray(p)
 
 
 def _select(args, default_split: str | None = None):
@@ -368,7 +385,7 @@ def _run_bench(args) -> int:
     if args.speed:
         given = [flag for flag, value in (("--suite", args.suite), ("--split", args.split),
                                            ("--scenario", args.scenario), ("--agents", args.agents),
-                                           ("--seed", args.seed), ("--budget-s", args.budget_s))
+                                           ("--seed", args.seed), ("--budget-s", args.budget_s), ("--ray", args.ray))
                  if value is not None]
         if args.env != "v0":
             given.append("--env")
@@ -395,7 +412,7 @@ def _run_bench(args) -> int:
     if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
     results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
-                    budget_s=args.budget_s)
+                    budget_s=args.budget_s, runner=_runner(args))
     if args.json:
         _print_json([r.to_dict(with_offsets=False) for r in results])
     else:
@@ -412,6 +429,7 @@ def _add_eval(p: argparse.ArgumentParser) -> None:
     _add_selection(p, "test")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per scenario")
     _add_quiet(p)
+    _add_ray(p)
 
 
 def _run_eval(args) -> int:
@@ -420,7 +438,7 @@ def _run_eval(args) -> int:
     if not args.agent.strip():
         raise UsageError("--agent is empty")
     results = bench(_select(args, default_split="test"), [args.agent], seed=args.seed or 0, env=args.env,
-                    progress=not args.quiet)
+                    progress=not args.quiet, runner=_runner(args))
     if args.json:
         _print_json([r.to_dict() for r in results])
     else:

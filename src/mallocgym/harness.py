@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,7 +26,8 @@ from .agents.base import plays_v1
 from .evaluate import evaluate
 from .scenarios import Scenario
 
-__all__ = ["Result", "solve", "bench", "to_markdown", "to_csv", "write_results", "load_mappings"]
+__all__ = ["Result", "solve", "bench", "Run", "Runner", "local_runner", "ray_runner", "solve_spec",
+           "to_markdown", "to_csv", "write_results", "load_mappings"]
 
 
 @dataclass
@@ -165,11 +166,69 @@ def with_budget(agent: Agent, budget_s: float) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Run:
+    """One agent on one scenario, as :func:`bench` hands it to a :data:`Runner`.
+
+    ``agent`` is built, named and budgeted in this process; ``spec`` is the string it was built
+    from (None when the caller gave an agent object). A runner that solves elsewhere (Ray)
+    sends ``scenario`` and ``spec`` and rebuilds the agent there with :func:`solve_spec`, so
+    nothing unpicklable (a loaded model, a compiled kernel) travels.
+    """
+
+    scenario: Scenario
+    agent: Agent
+    spec: str | None
+    seed: int = 0
+    env: str = "v0"
+    budget_s: float | None = None
+
+
+Runner = Callable[[Sequence[Run]], Iterable[tuple[int, Result]]]
+"""Solves runs (:class:`Run`) and yields ``(index into the runs, Result)`` as each finishes, in any
+order (:func:`bench` puts them back in order and advances its bar on each). An error in a run
+is raised as the run raised it."""
+
+
+def local_runner(runs: Sequence[Run]) -> Iterator[tuple[int, Result]]:
+    """The default :data:`Runner`: the runs one after another in this process."""
+    _warm_up()  # idempotent and cheap once the kernels are loaded
+    for i, run in enumerate(runs):
+        yield i, solve(run.scenario, run.agent, seed=run.seed, env=run.env)
+
+
+def solve_spec(scenario: Scenario, spec: str, *, name: str, seed: int = 0, env: str = "v0",
+               budget_s: float | None = None) -> Result:
+    """:func:`solve` with the agent built here from ``spec``, named ``name`` and given the
+    per-scenario budget ``budget_s`` (None: none): what a remote worker does for one
+    :class:`Run`, giving the result the local run gives."""
+    agent = make_agent(spec)
+    if agent.name != name:
+        agent.name = name
+    if budget_s is not None:
+        with_budget(agent, budget_s)
+    _warm_up()
+    return solve(scenario, agent, seed=seed, env=env)
+
+
+def ray_runner(address: str | None = None) -> Runner:
+    """A :data:`Runner` that solves each run as a Ray task (the ``[ray]`` extra): on the
+    cluster at ``address`` (``"auto"``, ``"HOST:PORT"``, ``"ray://HOST:PORT"``), on the Ray
+    already initialised in this process, or on a local Ray it starts (``address=None``).
+    See ``docs/ray.md``."""
+    from ._ray import RayRunner
+
+    return RayRunner(address)
+
+
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
-          progress: bool = True, env: str = "v0", budget_s: float | None = None) -> list[Result]:
+          progress: bool = True, env: str = "v0", budget_s: float | None = None,
+          runner: Runner | None = None) -> list[Result]:
     """Every agent on every scenario of game ``env`` (``"v0"`` or ``"v1"``), with a progress
     bar on stderr. ``budget_s``: the same wall budget per scenario for every search agent
-    (:func:`with_budget`; an error when no agent given searches).
+    (:func:`with_budget`; an error when no agent given searches). ``runner`` dispatches the
+    runs (default :func:`local_runner`; :func:`ray_runner` spreads them over Ray); the results
+    come back in the same order, scenario by scenario, whatever the runner.
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
     clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
@@ -185,19 +244,26 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
         raise ValueError(f"scenario {', '.join(map(repr, twice))} is given twice: results are keyed by scenario "
                          f"name, so give each scenario once")
     _check_env(env)
+    specs = [a if isinstance(a, str) else None for a in agents]
     agents = _distinct_names(agents, [make_agent(a) if isinstance(a, str) else a for a in agents])
     for agent in agents:
         _check_plays(agent, env)
     if budget_s is not None and not [a for a in agents if with_budget(a, budget_s)]:
         raise ValueError(f"budget_s={budget_s} applies to search agents (rollout, beam, mcts, muzero, muzero-sim); "
                          f"none of {', '.join(a.name for a in agents)} searches")
-    _warm_up()
-    results = []
-    with Progress(len(scenarios) * len(agents), "bench", enabled=progress) as bar:
-        for scenario in scenarios:
-            for agent in agents:
-                results.append(solve(scenario, agent, seed=seed, env=env))
-                bar.update(f"{scenario.name} {agent.name}")
+    runs = [Run(scenario, agent, spec, seed, env, budget_s) for scenario in scenarios
+            for agent, spec in zip(agents, specs)]
+    if runner is None:
+        _warm_up()  # before the bar, so that a first compile's one-line notice does not cut through it
+        runner = local_runner
+    results: list[Result | None] = [None] * len(runs)
+    with Progress(len(runs), "bench", enabled=progress) as bar:
+        for i, result in runner(runs):
+            results[i] = result
+            bar.update(f"{result.scenario} {result.agent}")
+    missing = sum(r is None for r in results)
+    if missing:
+        raise ValueError(f"bench: the runner returned no result for {missing} of {len(runs)} runs")
     return results
 
 
