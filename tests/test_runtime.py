@@ -344,3 +344,93 @@ def test_kernel_matches_reference(program):
     assert stall_k == pytest.approx(stall_r, **tol)
     assert min(stall_k, default=0.0) >= 0.0
     assert total_k == pytest.approx(sum(elapsed_k) + sum(stall_k), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------ incremental runs
+def _arrays(ops, copies):
+    ops = np.array(ops, dtype=np.float64).reshape(-1, 3)
+    cp = np.array(copies, dtype=np.float64).reshape(-1, 4)
+    return ops, (cp[:, 0].astype(np.int64), cp[:, 1].astype(np.int64), cp[:, 2].copy(), cp[:, 3].astype(np.int64))
+
+
+def _full(ops, copies, bw):
+    """A fresh full run: (elapsed, stall, empty, blocks, total)."""
+    ops, cp = _arrays(ops, copies)
+    n = ops.shape[0]
+    elapsed, stall, empty = np.zeros(n), np.zeros(n + 1), np.zeros(n + 1, np.bool_)
+    stop = runtime.simulate_window(0, n, ops[:, 0].copy(), ops[:, 1].copy(), ops[:, 2].copy(), np.zeros(n), bw,
+                                   *cp, elapsed, stall, empty, False, False)
+    assert stop == n + 1
+    blocks, stalls = np.zeros(runtime.n_blocks(n)), np.zeros(runtime.n_blocks(n))
+    runtime.sum_blocks(elapsed, stall, 0, n + 1, blocks, stalls)
+    return elapsed, stall, empty, blocks, stalls
+
+
+def _incremental(old, ops, copies, bw, dirty_lo, dirty_hi):
+    """Update ``old`` (a run of the program before a change that touched iterations
+    ``[dirty_lo, dirty_hi]``) as v1's env does; return the arrays and where the run stopped."""
+    elapsed, stall, empty, blocks, stalls = (a.copy() for a in old)
+    t0 = dirty_lo
+    while t0 > 0 and not empty[t0]:
+        t0 -= 1
+    keep = [c for c in copies if c[0] >= t0 - 1]
+    ops_a, cp = _arrays(ops, keep)
+    n = ops_a.shape[0]
+    stop = runtime.simulate_window(t0, dirty_hi, ops_a[:, 0].copy(), ops_a[:, 1].copy(), ops_a[:, 2].copy(),
+                                   np.zeros(n), bw, *cp, elapsed, stall, empty, True, False)
+    runtime.sum_blocks(elapsed, stall, t0, stop, blocks, stalls)
+    return (elapsed, stall, empty, blocks, stalls), stop
+
+
+def test_window_stops_once_the_queues_are_empty_after_the_change():
+    # bw 1 B/s, 6 ops of 10 s compute and no memory time: a 5 B copy issued before op 0 and due
+    # at op 1 drains in op 0's idle time; the queues are empty from iteration 1 on. Making op 3
+    # memory-bound (12 s of slow access) touches iteration 3 only: the update re-runs iteration 3
+    # (t0 = 3, empty there) and stops at 4 (empty now, empty before, after the change).
+    ops = [(10.0, 0.0, 0.0)] * 6
+    copies = [(-1, 1, 5.0, P)]
+    old = _full(ops, copies, 1.0)
+    changed = list(ops)
+    changed[3] = (10.0, 12.0, 0.0)
+    new, stop = _incremental(old, changed, copies, 1.0, 3, 3)
+    assert stop == 4
+    assert new[0].tolist() == [10.0, 10.0, 10.0, 12.0, 10.0, 10.0]
+    assert runtime.sum_in_order(new[3]) == 62.0
+    # a copy in flight across the change: issued after op 2, 25 B due at the end; op 3 now leaves
+    # no idle time (12 - 12), so the copy is still queued at iteration 4 and 5: no stop before the end
+    copies = [(-1, 1, 5.0, P), (2, 6, 25.0, E)]
+    old = _full(ops, copies, 1.0)
+    new, stop = _incremental(old, changed, copies, 1.0, 3, 3)
+    assert stop == 7 and new[1][6] == 5.0  # 25 B: 10 s in op 4, 10 s in op 5, 5 s of stall at the end
+
+
+@settings(max_examples=300, deadline=None)
+@given(programs(), hs.data())
+def test_incremental_run_equals_a_full_run_bit_for_bit(program, data):
+    """Change one op's times, add or drop a copy: the windowed update (restart at the last empty
+    iteration, stop once empty in both runs) equals a fresh full run, block sums included."""
+    ops, copies, bw, _ = program
+    n = len(ops)
+    old = _full(ops, copies, bw)
+    ops, copies = list(ops), list(copies)
+    touched = []
+    for _ in range(data.draw(hs.integers(1, 3))):
+        what = data.draw(hs.sampled_from(["op", "add", "drop"]))
+        if what == "op" and n:
+            t = data.draw(hs.integers(0, n - 1))
+            ops[t] = tuple(data.draw(hs.sampled_from(TIMES)) for _ in range(3))
+            touched.append(t)
+        elif what == "add":
+            start = data.draw(hs.integers(-1, n - 1))
+            done = data.draw(hs.integers(start + 1, n))
+            copies.append((start, done, data.draw(hs.sampled_from(BYTES)), data.draw(hs.sampled_from([P, E]))))
+            touched.append(start + 1)
+        elif what == "drop" and copies:
+            touched.append(copies.pop(data.draw(hs.integers(0, len(copies) - 1)))[0] + 1)
+    if not touched:
+        return
+    new, stop = _incremental(old, ops, copies, bw, min(touched), max(touched))
+    full = _full(ops, copies, bw)
+    for got, want in zip(new, full):
+        assert got.tolist() == want.tolist()
+    assert 0 < stop <= n + 1

@@ -259,7 +259,9 @@ def test_the_published_v1_entry_reprices_to_its_table():
     scenario = resolve("unet-infer@1/8")
     for r in rows:
         ev = evaluate_v1(scenario.workload, mappings[(r["scenario"], r["agent"])], scenario.hardware)
-        assert ev.speedup == r["speedup"]
+        # the rows were priced before the runtime model added its times in blocks (2026-11-23):
+        # the same mappings, the last bits of the sum moved
+        assert ev.speedup == pytest.approx(r["speedup"], rel=1e-12)
 
 
 def test_the_published_xla_msa_rows_reproduce():

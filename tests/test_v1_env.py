@@ -177,3 +177,62 @@ def test_next_lists_the_following_buffers_in_decision_order():
     for row, b in zip(table, following):
         assert row[0] == 1.0
         assert row[2] == pytest.approx(w.start[b] / t) and row[3] == pytest.approx(w.end[b] / t)
+
+
+def _redraw(env):
+    """The occupancy image drawn afresh from the state's chunks (plain Python, floats)."""
+    st, state = env.static, env.sim_state
+    a_bins, t_bins = env.memory_bins
+    n_ops, cap = st.compute_time.shape[0], float(st.iparams[0])
+    bin_ops, bin_bytes = n_ops / t_bins, cap / a_bins
+    image = np.zeros((a_bins, t_bins))
+    for c in state.active[:state.counters[1]]:
+        lo_t, hi_t = float(state.ch_lo[c]), float(state.ch_hi[c] + 1)
+        lo_a = float(state.ch_off[c])
+        hi_a = lo_a + st.size[state.ch_buf[c]]
+        for tb in range(t_bins):
+            ot = min(hi_t, (tb + 1) * bin_ops) - max(lo_t, tb * bin_ops)
+            for ab in range(a_bins):
+                oa = min(hi_a, (ab + 1) * bin_bytes) - max(lo_a, ab * bin_bytes)
+                if ot > 0 and oa > 0:
+                    image[ab, tb] += ot * oa / (bin_ops * bin_bytes)
+    return np.minimum(image, 1.0)
+
+
+def test_occupancy_image_kept_by_the_rules_equals_a_redraw():
+    """The image the state keeps as chunks open, grow and shrink (evictions placed and dropped)
+    is the one drawn afresh from the chunks after every step, and survives clone/restore."""
+    env = MallocGameV1Env(mlp_scenario(1, Fraction(1, 8)), memory_bins=(8, 12))
+    rng = np.random.default_rng(3)
+    obs, info = env.reset(seed=0)
+    done, steps = False, 0
+    while not done:
+        obs, _, done, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        steps += 1
+        image = obs["memory"].reshape(2, 8, 12)[0]
+        np.testing.assert_allclose(image, _redraw(env), rtol=0, atol=1e-6)
+        if steps == 5:
+            snapshot = env.clone_state()
+            kept = image.copy()
+    assert env.sim_state.image.any()
+    env.restore_state(snapshot)
+    np.testing.assert_array_equal(env._obs.memory[0], kept)
+
+
+def test_occupancy_image_by_hand():
+    """4 ops, capacity 8 B, 2 x 2 bins (4 B x 2 ops each): a 4-byte buffer produced fast at
+    offset 0 by op 0 and read by op 1 fills the lower-left bin exactly; the image is that bin."""
+    from mallocgym.hardware import Hardware
+    from mallocgym.workloads.builder import ProgramBuilder
+
+    b = ProgramBuilder("tiny")
+    v = b.buffer("v", 4)
+    b.op("w", flops=1e3, writes=[v])
+    b.op("r", flops=1e3, reads=[v])
+    b.op("x", flops=1e3)
+    b.op("y", flops=1e3)
+    env = MallocGameV1Env(b.build(), Hardware(fast_capacity=8, name="tiny"), memory_bins=(2, 2), n_candidates=1)
+    obs, info = env.reset(seed=0)
+    assert env.action_meaning(1) == ("fast", 0, -1)
+    obs, *_ = env.step(1)
+    assert obs["memory"].reshape(2, 2, 2)[0].tolist() == [[1.0, 0.0], [0.0, 0.0]]

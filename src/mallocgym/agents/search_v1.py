@@ -46,7 +46,6 @@ class V1Game:
         self.st, root, self.table, self.work = new_game(scenario, n_candidates=n_candidates, n_starts=n_starts)
         self.ms = msa.msa_static(self.st)
         self.res = msa.new_resource(self.st)
-        self.ix = msa.new_index(self.st)
         self.starts = np.empty(self.st.compute_time.shape[0] + 2, np.int64)
         self.choice = np.empty(3, np.int64)
         self.k, self.fast_branch = n_candidates, fast_branch
@@ -67,8 +66,7 @@ class V1Game:
         if self.completion == "greedy":
             return int(greedy_move(st, state, s, table, self.work))
         msa.resource_from_state(st, state, self.ms, self.res)
-        msa.index_from_state(st, state, self.ix)
-        msa.choose(st, state, self.ms, self.res, self.ix, s, self.starts, self.choice)
+        msa.choose(st, state, self.ms, self.res, table.ids, s, self.starts, self.choice)
         return int(msa.nearest_action(table, *self.choice))
 
     def legal(self, state) -> tuple[list, int]:
@@ -97,7 +95,7 @@ class V1Game:
         if self.completion == "greedy":
             t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
         else:
-            t = float(msa.complete_msa(self.st, self.scratch, self.table, self.ms, self.res, self.ix, self.starts))
+            t = float(msa.complete_msa(self.st, self.scratch, self.table, self.ms, self.res, self.starts))
         self.completions += 1
         if t < self.best_time:
             self.best_time = t

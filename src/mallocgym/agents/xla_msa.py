@@ -70,7 +70,7 @@ class MSAConfig:
 def _kernel_args(st: v1.Static1, cfg: MSAConfig):
     ms = msa.msa_static(st, cfg.picker, count_min=cfg.min, count_max=cfg.max, ratios=cfg.ratios)
     starts = np.empty(st.compute_time.shape[0] + 2, np.int64)
-    return ms, msa.new_resource(st), msa.new_index(st), starts
+    return ms, msa.new_resource(st), np.empty(st.seg_use.shape[0] + 1, np.int64), starts
 
 
 def plan_msa(scenario: Scenario, cfg: MSAConfig = MSAConfig()) -> tuple[v1.Static1, v1.State1]:
@@ -98,7 +98,8 @@ class MSAAgent:
             from ..heuristics_v1 import new_game
 
             st, state, table, _ = new_game(scenario)
-            msa.complete_msa(st, state, table, *_kernel_args(st, cfg))
+            ms, res, _, starts = _kernel_args(st, cfg)
+            msa.complete_msa(st, state, table, ms, res, starts)
         else:
             st, state = plan_msa(scenario, cfg)
         n_copies = int(state.counters[v1.N_COPIES])

@@ -192,7 +192,7 @@ class MallocGameV1Env(ScenarioEnv):
     def _start(self, compiled: _Compiled) -> None:
         self._compiled = compiled
         st = compiled.static
-        self._state = v1.new_state(st)
+        self._state = v1.new_state(st, self.memory_bins)
         self._table = v1_obs.make_table(st.seg_use.shape[0], self.k, self.j)
         self._obs = v1_obs.make_obs(self.k, self.j, *self.memory_bins, n_next=self.n_next)
         self._done = False
@@ -244,12 +244,11 @@ class MallocGameV1Env(ScenarioEnv):
             return 0
         st = self._compiled.static
         if getattr(self, "_msa", (None,))[0] is not st:  # per scenario: settings and work arrays
-            self._msa = (st, msa.msa_static(st), msa.new_resource(st), msa.new_index(st),
+            self._msa = (st, msa.msa_static(st), msa.new_resource(st), np.empty(st.seg_use.shape[0] + 1, np.int64),
                          np.empty(st.compute_time.shape[0] + 2, np.int64), np.empty(3, np.int64))
-        _, ms, res, ix, starts, out = self._msa
+        _, ms, res, ids, starts, out = self._msa
         msa.resource_from_state(st, self._state, ms, res)
-        msa.index_from_state(st, self._state, ix)
-        msa.choose(st, self._state, ms, res, ix, self.current_segment, starts, out)
+        msa.choose(st, self._state, ms, res, ids, self.current_segment, starts, out)
         return int(msa.nearest_action(self._table, *out))
 
     def action_meaning(self, action: int) -> tuple[str, int, int]:

@@ -43,8 +43,7 @@ from . import v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
 from .v1_obs import advance_forced, play
 
-__all__ = ["MsaStatic", "Resource", "Index", "PICKERS", "msa_static", "new_resource", "new_index", "index_from_state",
-           "register_decided", "resource_from_state", "has_resource", "add_copy", "picker_starts", "nocopy_ok",
+__all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state", "has_resource", "add_copy", "picker_starts", "nocopy_ok",
            "keep_free", "best_fit", "look_ahead_fit", "choose", "plan", "nearest_action", "complete_msa"]
 
 PICKERS = ("cost", "count")
@@ -70,35 +69,6 @@ Resource = namedtuple("Resource", [
     "count",   # int64[1] how many
     "delay",   # float64[T+1] leftover of earlier copies at the start of each op
 ])
-
-
-Index = namedtuple("Index", [
-    "width",   # int64[1] ops per time bucket
-    "head",    # int64[B] first registration of each bucket (-1 none)
-    "nxt",     # int64[R] next registration in the same bucket
-    "cid",     # int64[R] the chunk registered
-    "reg_hi",  # int64[S] the last op each chunk is registered through (-1: not registered)
-    "stamp",   # int64[S] the last query that met each chunk
-    "ids",     # int64[S] scratch: a query's chunks
-    "counts",  # int64[2] registrations used, queries made
-])
-
-
-def new_index(st: v1.Static1) -> Index:
-    """An empty time-bucket index of the fast-memory chunks, so a query over an op window meets
-    only the chunks of the buckets it spans (a linear scan of every chunk made ``xla-msa``
-    quadratic in the program size). A buffer's chunks are disjoint in time and inside its live
-    range (an eviction holds at most one op past it), so at most ``sum(live + 2) / width + 2 *
-    segments`` registrations are ever made; the width keeps that near ``16 * (buffers +
-    segments)`` (long-lived buffers make the mean live range a poor width)."""
-    n_ops, n_seg = st.compute_time.shape[0], st.seg_use.shape[0]
-    live = st.end - st.start + 1
-    total = int((live + 2).sum())
-    width = max(1, -(-total // (16 * (live.size + n_seg) + 1)))
-    cap = 2 * (total // width + 2 * n_seg + live.size) + 64
-    return Index(np.array([width], np.int64), np.full((n_ops + 1) // width + 2, -1, np.int64),
-                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.full(n_seg, -1, np.int64),
-                 np.zeros(n_seg, np.int64), np.zeros(n_seg, np.int64), np.zeros(2, np.int64))
 
 
 def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, count_max: int = 10,
@@ -331,139 +301,33 @@ def picker_starts(st, ms, s, lo, out):
 
 
 # ------------------------------------------------------------------------------ offsets
-@njit(cache=True, inline="always")
-def _held_to(state, c):
-    """The last op chunk ``c`` occupies for MSA: an evicted chunk is held through its
-    eviction's done op (``prev_allocation->Extend(eviction_end_time)``), one op longer than the
-    v1 rules hold it; the port keeps it free so, and its mappings stay legal in v1."""
-    hi = state.ch_hi[c]
-    b = state.ch_buf[c]
-    if state.ev_chunk[b] == c and state.ev_done[b] > hi:
-        hi = state.ev_done[b]
-    return hi
-
-
 @njit(cache=True)
-def _register(state, ix, c):
-    """Register chunk ``c`` in the buckets up to the op it is held through (once each)."""
-    if c < 0:
-        return
-    hi = _held_to(state, c)
-    old = ix.reg_hi[c]
-    if old >= hi:
-        return
-    w = ix.width[0]
-    first = state.ch_lo[c] // w if old < 0 else old // w + 1
-    if first < 0:
-        first = 0
-    for k in range(first, hi // w + 1):
-        n = ix.counts[0]
-        if n >= ix.cid.shape[0]:
-            raise ValueError("xla-msa chunk index full")
-        ix.cid[n] = c
-        ix.nxt[n] = ix.head[k]
-        ix.head[k] = n
-        ix.counts[0] = n + 1
-    ix.reg_hi[c] = hi
-
-
-@njit(cache=True)
-def register_decided(st, state, ix, pos_from, pos_to):
-    """Register the chunks of the segments decided at positions ``[pos_from, pos_to)`` of the
-    decision order (their own and their buffer's eviction chunk, which a decision may extend)."""
-    for pos in range(pos_from, pos_to):
-        s = st.order[pos]
-        _register(state, ix, state.seg_chunk[s])
-        _register(state, ix, state.ev_chunk[st.seg_buf[s]])
-
-
-@njit(cache=True)
-def index_from_state(st, state, ix):
-    """Reset ``ix`` and register every chunk of ``state``."""
-    ix.head[:] = -1
-    ix.reg_hi[:] = -1
-    ix.stamp[:] = 0
-    ix.counts[:] = 0
-    for i in range(state.counters[v1.N_CHUNKS]):
-        _register(state, ix, state.active[i])
-
-
-@njit(cache=True)
-def _live_chunks(st, state, ix, lo, hi, skip_buf):
-    """Chunks MSA sees live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ix.ids``,
-    sorted by offset; return how many."""
-    ix.counts[1] += 1
-    q = ix.counts[1]
-    w = ix.width[0]
-    k0 = max(lo, 0) // w
-    k1 = min(hi // w, ix.head.shape[0] - 1)
-    m = 0
-    for k in range(k0, k1 + 1):
-        j = ix.head[k]
-        while j >= 0:
-            c = ix.cid[j]
-            j = ix.nxt[j]
-            if ix.stamp[c] == q:
-                continue
-            ix.stamp[c] = q
-            if state.ch_buf[c] == skip_buf or _held_to(state, c) < lo or state.ch_lo[c] > hi:
-                continue
-            ix.ids[m] = c
-            m += 1
-    if m > 16:  # by offset (ties in any order: the gap sweeps take the highest end so far)
-        offs = np.empty(m, np.int64)
-        for i in range(m):
-            offs[i] = state.ch_off[ix.ids[i]]
-        ix.ids[:m] = ix.ids[:m][np.argsort(offs)]
-        return m
-    for i in range(1, m):  # insertion sort for a few
-        c = ix.ids[i]
-        off = state.ch_off[c]
-        j = i - 1
-        while j >= 0 and state.ch_off[ix.ids[j]] > off:
-            ix.ids[j + 1] = ix.ids[j]
-            j -= 1
-        ix.ids[j + 1] = c
-    return m
-
-
-@njit(cache=True)
-def keep_free(st, state, ix, s):
+def keep_free(st, state, s):
     """Whether segment ``s`` can keep the value at its previous offset (as
     :func:`mallocgym.sim.v1.keep_legal`, with evicted chunks held through their done op)."""
     b = st.seg_buf[s]
     prev_kind = state.seg_kind[s - 1]
     if s == st.seg_ptr[b] or (prev_kind != FAST and prev_kind != PREFETCH_SEG):
         return False
-    off, size = state.seg_off[s - 1], st.size[b]
-    lo, hi = st.seg_prev[s] + 1, st.seg_use[s]
-    w = ix.width[0]
-    for k in range(max(lo, 0) // w, min(hi // w, ix.head.shape[0] - 1) + 1):  # no sort needed here
-        j = ix.head[k]
-        while j >= 0:
-            c = ix.cid[j]
-            j = ix.nxt[j]
-            if state.ch_buf[c] == b or _held_to(state, c) < lo or state.ch_lo[c] > hi:
-                continue
-            if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
-                return False
-    return True
+    hi = st.seg_use[s]
+    return v1.first_blocked(st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, hi, True) > hi
 
 
 @njit(cache=True)
-def best_fit(st, state, ix, b, lo, hi):
+def best_fit(st, state, ids, b, lo, hi):
     """MSA's best-fit offset for buffer ``b`` over ops ``[lo, hi]``: the smallest free gap that
     fits, then the lowest offset; the space above the highest live chunk ranks last (checked
-    against the capacity). -1 if nothing fits."""
+    against the capacity). -1 if nothing fits. Chunks are held as MSA holds them (an evicted one
+    through its eviction's done op: :func:`mallocgym.sim.v1.held_through`); ``ids`` is scratch."""
     size = st.size[b]
     capacity = st.iparams[v1.CAPACITY]
     align = st.iparams[v1.ALIGNMENT]
-    m = _live_chunks(st, state, ix, lo, hi, b)
+    m = v1.live_chunks(st, state, lo, hi, b, ids, True)
     best_gap = -1
     best_off = -1
     cursor = 0
     for i in range(m):
-        c = ix.ids[i]
+        c = ids[i]
         ghi = state.ch_off[c]
         if ghi > cursor:
             low = (cursor + align - 1) // align * align
@@ -481,12 +345,12 @@ def best_fit(st, state, ix, b, lo, hi):
 
 
 @njit(cache=True)
-def look_ahead_fit(st, state, ms, ix, s, lo):
+def look_ahead_fit(st, state, ms, ids, s, lo):
     """``FindBestChunkCandidate`` with no preferred offset: the best fit over ``[lo, use]``
     extended to the latest later use reachable without a copy that still fits (binary search
     over those uses). -1 if nothing fits even up to this use."""
     b = st.seg_buf[s]
-    off = best_fit(st, state, ix, b, lo, st.seg_use[s])  # the short window first: most misses end here
+    off = best_fit(st, state, ids, b, lo, st.seg_use[s])  # the short window first: most misses end here
     if off < 0:
         return -1
     last = st.seg_ptr[b + 1]
@@ -495,13 +359,13 @@ def look_ahead_fit(st, state, ms, ix, s, lo):
         j += 1
     if j == s:
         return off
-    o = best_fit(st, state, ix, b, lo, st.seg_use[j])
+    o = best_fit(st, state, ids, b, lo, st.seg_use[j])
     if o >= 0:
         return o
     a, z = s, j  # fits up to use a, not up to use z
     while z - a > 1:
         mid = (a + z) // 2
-        o = best_fit(st, state, ix, b, lo, st.seg_use[mid])
+        o = best_fit(st, state, ids, b, lo, st.seg_use[mid])
         if o >= 0:
             a, off = mid, o
         else:
@@ -511,7 +375,7 @@ def look_ahead_fit(st, state, ms, ix, s, lo):
 
 # ------------------------------------------------------------------------------ decisions
 @njit(cache=True)
-def choose(st, state, ms, res, ix, s, starts, out):
+def choose(st, state, ms, res, ids, s, starts, out):
     """MSA's allocation for segment ``s`` of the current state into ``out`` = ``(kind, offset,
     prefetch start)``."""
     out[0], out[1], out[2] = SLOW, -1, -1
@@ -526,13 +390,13 @@ def choose(st, state, ms, res, ix, s, starts, out):
         # produce in fast memory (not a program input, nor an output produced by the last op,
         # which MSA pins to default memory)
         if d >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and nocopy_ok(st, ms, d, u):
-            off = look_ahead_fit(st, state, ms, ix, s, d)
+            off = look_ahead_fit(st, state, ms, ids, s, d)
             if off >= 0:
                 out[0], out[1] = FAST, off
                 return
     else:
         k = state.seg_kind[s - 1]
-        if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, ix, s):
+        if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, s):
             out[0], out[1] = FAST, state.seg_off[s - 1]
             return
     lo, hi = v1.prefetch_window(st, state, s)
@@ -559,7 +423,7 @@ def choose(st, state, ms, res, ix, s, starts, out):
         p = starts[i]
         if p < lo or p > hi or p <= no_room or not has_resource(ms, res, p, u, copy):
             continue
-        off = look_ahead_fit(st, state, ms, ix, s, p + 1)
+        off = look_ahead_fit(st, state, ms, ids, s, p + 1)
         if off >= 0:
             out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
@@ -567,25 +431,23 @@ def choose(st, state, ms, res, ix, s, starts, out):
 
 
 @njit(cache=True)
-def plan(st, state, ms, res, ix, starts):
+def plan(st, state, ms, res, ids, starts):
     """Play MSA from the state's position to the end with its exact choices (any prefetch start
-    the picker gives, not only the env's); return the program time. ``res`` and ``ix`` are
-    rebuilt from the state first."""
+    the picker gives, not only the env's); return the program time. ``res`` is rebuilt from the
+    state first; ``ids`` is scratch (``S + 1`` entries)."""
     resource_from_state(st, state, ms, res)
-    index_from_state(st, state, ix)
     out = np.empty(3, np.int64)
     n = st.seg_use.shape[0]
     slow_bw = st.params[v1.SLOW_BW]
     while state.counters[v1.POS] < n:
         pos = state.counters[v1.POS]
         s = st.order[pos]
-        choose(st, state, ms, res, ix, s, starts, out)
+        choose(st, state, ms, res, ids, s, starts, out)
         v1.apply_rules(st, state, s, out[0], out[1], out[2])
         if out[0] == PREFETCH_SEG:
             add_copy(ms, res, out[2], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN] += 1
-        register_decided(st, state, ix, pos, pos + 1)
     return v1.current_time(st, state)
 
 
@@ -609,20 +471,16 @@ def nearest_action(table, kind, off, pstart):
 
 
 @njit(cache=True)
-def complete_msa(st, state, table, ms, res, ix, starts):
+def complete_msa(st, state, table, ms, res, starts):
     """Play the rest of the game with MSA's choice mapped to the nearest env action at each
     real decision (forced positions as the env plays them); return the final program time.
-    ``res`` and ``ix`` are rebuilt from the state first."""
+    ``res`` is rebuilt from the state first."""
     resource_from_state(st, state, ms, res)
-    index_from_state(st, state, ix)
     out = np.empty(3, np.int64)
     slow_bw = st.params[v1.SLOW_BW]
-    pos = state.counters[v1.POS]
     s = advance_forced(st, state, table)
     while s >= 0:
-        register_decided(st, state, ix, pos, state.counters[v1.POS])
-        pos = state.counters[v1.POS]
-        choose(st, state, ms, res, ix, s, starts, out)
+        choose(st, state, ms, res, table.ids, s, starts, out)
         a = nearest_action(table, out[0], out[1], out[2])
         if table.kind[a] == PREFETCH_SEG:
             add_copy(ms, res, table.pstart[a], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)

@@ -49,6 +49,10 @@ left outstanding at the end (as in MSA, where every copy-start feeds a copy-done
 
     total = sum_t elapsed_t + sum_{t=0..T} stall_t
 
+added in blocks of ``BLOCK`` iterations (:func:`sum_blocks`: each block in op order, then the
+blocks in order), so that an incremental update, which re-adds only the blocks it changed, gives
+the same float as a full run, bit for bit.
+
 Deliberate differences from MSA (docs/game-v1.md has the full list):
 
 - bandwidth sharing: ``ProcessAsyncCopyLikesInIdleTime`` declares ``available_bandwidth`` outside
@@ -64,8 +68,8 @@ Deliberate differences from MSA (docs/game-v1.md has the full list):
   :func:`simulate_per_op` to reproduce it;
 - no while loops or trip counts (``CalculateNestTripCount``): a loop is its ops flattened.
 
-Complexity: ``O(T + C log C)`` (one stable sort of the copies; every other step either ends an op
-or completes a copy).
+Complexity: ``O(T + C log C)`` (a stable sort of the copies and a heap of them by done op; every
+other step either ends an op or completes a copy).
 """
 
 from __future__ import annotations
@@ -73,10 +77,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["PREFETCH", "EVICTION", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op",
-           "simulate_trusted", "simulate_window"]
+__all__ = ["PREFETCH", "EVICTION", "BLOCK", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op",
+           "simulate_trusted", "simulate_window", "n_blocks", "sum_blocks", "sum_in_order"]
 
 PREFETCH, EVICTION = 0, 1
+BLOCK = 64  # iterations per summation block (see sum_blocks)
 
 
 @njit(cache=True, inline="always")
@@ -200,79 +205,154 @@ def simulate_trusted(compute_time, slow_time, fast_time, overhead, slow_bw, copy
     construction."""
     n_ops = compute_time.shape[0]
     empty = np.zeros(n_ops + 1, dtype=np.bool_)
-    prefix = np.zeros(n_ops + 1)
-    stall_prefix = np.zeros(n_ops + 1)
-    return simulate_window(0, 0.0, 0.0, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start,
-                           copy_done, copy_bytes, copy_kind, elapsed_out, stall_out, empty, prefix, stall_prefix)
+    simulate_window(0, n_ops, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done,
+                    copy_bytes, copy_kind, elapsed_out, stall_out, empty, False, False)
+    blocks = np.zeros(n_blocks(n_ops))
+    stalls = np.zeros(n_blocks(n_ops))
+    sum_blocks(elapsed_out, stall_out, 0, n_ops + 1, blocks, stalls)
+    return sum_in_order(blocks)
+
+
+@njit(cache=True, inline="always")
+def n_blocks(n_ops):
+    """How many summation blocks the ``T + 1`` iterations of a program of ``n_ops`` ops make."""
+    return (n_ops + BLOCK) // BLOCK
 
 
 @njit(cache=True)
-def simulate_window(t0, prefix0, stall0, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start,
-                    copy_done, copy_bytes, copy_kind, elapsed_out, stall_out, empty_out, prefix_out,
-                    stall_prefix_out):
-    """The simulation from iteration ``t0`` on, for an incremental update (no input checks).
+def sum_blocks(elapsed, stall, lo, hi, blocks_out, stalls_out):
+    """Recompute the block sums of every block that meets iterations ``[lo, hi)``:
+    ``blocks_out[j]`` = the time of iterations ``[j * BLOCK, (j + 1) * BLOCK)`` (each iteration's
+    stall, then its op's elapsed time, added in order from 0.0), ``stalls_out[j]`` their stall."""
+    n_ops = elapsed.shape[0]
+    if hi <= lo:
+        return
+    for j in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
+        total = 0.0
+        stalled = 0.0
+        for t in range(j * BLOCK, min((j + 1) * BLOCK, n_ops + 1)):
+            total += stall[t]
+            stalled += stall[t]
+            if t < n_ops:
+                total += elapsed[t]
+        blocks_out[j] = total
+        stalls_out[j] = stalled
+
+
+@njit(cache=True)
+def sum_in_order(values):
+    """``values[0] + values[1] + ...``, added in order from 0.0."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total
+
+
+@njit(cache=True, inline="always")
+def _heap_push(h_done, h_pos, h_kind, size, done, pos, kind):
+    """Push ``(done, pos, kind)`` on the min-heap of the first ``size`` entries (by ``done``)."""
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if h_done[parent] <= done:
+            break
+        h_done[i], h_pos[i], h_kind[i] = h_done[parent], h_pos[parent], h_kind[parent]
+        i = parent
+    h_done[i], h_pos[i], h_kind[i] = done, pos, kind
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _heap_pop(h_done, h_pos, h_kind, size):
+    """Remove the top of the heap (its entry is read before); return the new size."""
+    size -= 1
+    done, pos, kind = h_done[size], h_pos[size], h_kind[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and h_done[child + 1] < h_done[child]:
+            child += 1
+        if done <= h_done[child]:
+            break
+        h_done[i], h_pos[i], h_kind[i] = h_done[child], h_pos[child], h_kind[child]
+        i = child
+    h_done[i], h_pos[i], h_kind[i] = done, pos, kind
+    return size
+
+
+@njit(cache=True)
+def simulate_window(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, slow_bw, copy_start, copy_done,
+                    copy_bytes, copy_kind, elapsed_out, stall_out, empty_out, may_stop, ordered):
+    """Simulate iterations ``t0, t0 + 1, ...`` (no input checks); return the first iteration not
+    simulated (``T + 1`` when it ran to the end).
 
     Iteration ``t`` is: the copy-starts issued after op ``t - 1``, the copy-dones op ``t`` waits
-    for, op ``t``. If both queues were empty at the start of iteration ``t0`` of an earlier
-    simulation (``empty_out[t0]``) and nothing before it changed, the run from ``t0`` needs only
-    the total time and stall before it (``prefix0 = prefix_out[t0]``, ``stall0 =
-    stall_prefix_out[t0]``) and the copies issued at or after op ``t0 - 1`` (pass only those, in
-    the same relative order): it then gives the full simulation's figures bit for bit.
-    Writes ``elapsed_out[t]``, ``stall_out[t]``, ``empty_out[t]`` (both queues empty at the start
-    of iteration ``t``), ``prefix_out[t]`` and ``stall_prefix_out[t]`` (total time and stall
-    before iteration ``t``) for ``t >= t0``; returns the program time.
+    for, op ``t``. Writes ``elapsed_out[t]``, ``stall_out[t]`` and ``empty_out[t]`` (both queues
+    empty at the start of iteration ``t``). The run starts with empty queues and needs only the
+    copies issued at or after op ``t0 - 1`` (pass only those, in the same relative order; with
+    ``ordered`` they are already in queue order, :func:`issue_order`, and are not sorted again).
+    A copy enters its queue when it is issued and a min-heap by done op, from which the copies
+    op ``t`` waits for are taken: a run costs what it simulates, not the number of copies.
+
+    For an incremental update of an earlier simulation whose results are in the ``*_out`` arrays:
+    if the queues were empty at the start of iteration ``t0`` then (``empty_out[t0]``), nothing
+    before ``t0`` changed and nothing after iteration ``dirty_hi`` changed (an access's op, a
+    copy's issue op + 1), then with ``may_stop`` the run stops at the first iteration ``t >
+    dirty_hi`` at which the queues are empty now and were empty then: from there on the old
+    results are the new ones (nothing the rest depends on differs). The arrays then hold what a
+    full run gives, bit for bit; the program time is their sum in blocks (:func:`sum_blocks`).
     """
     n_ops = compute_time.shape[0]
     n = copy_start.shape[0]
     bw = np.float64(slow_bw)
-    order = issue_order(copy_start, copy_done, n_ops)
-    # The two FIFOs, fully known up front: fifo[k, :count[k]] is queue k in push order. Pushing
-    # a copy is moving tail[k]; completing the front one is moving head[k].
+    order = np.arange(n) if ordered else issue_order(copy_start, copy_done, n_ops)
+    # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued;
+    # completing the front one is moving head[k].
     fifo = np.empty((2, n), dtype=np.int64)
-    count = np.zeros(2, dtype=np.int64)
-    pos = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        c = order[i]
-        k = copy_kind[c]
-        pos[c] = count[k]
-        fifo[k, count[k]] = c
-        count[k] += 1
-    # wait[k, t]: the last FIFO position in queue k of a copy that op t waits for (-1: none).
-    wait = np.full((2, n_ops + 1), -1, dtype=np.int64)
-    for c in range(n):
-        k = copy_kind[c]
-        t = copy_done[c]
-        if pos[c] > wait[k, t]:
-            wait[k, t] = pos[c]
     rem = np.empty(n, dtype=np.float64)
-    for c in range(n):
-        rem[c] = copy_bytes[c]
+    h_done = np.empty(n, dtype=np.int64)
+    h_pos = np.empty(n, dtype=np.int64)
+    h_kind = np.empty(n, dtype=np.int64)
+    size = 0
     head = np.zeros(2, dtype=np.int64)
     tail = np.zeros(2, dtype=np.int64)
     nxt = 0
-    total = prefix0
-    stalled = stall0
     for t in range(t0, n_ops + 1):
-        empty_out[t] = head[0] == tail[0] and head[1] == tail[1]
-        prefix_out[t] = total
-        stall_prefix_out[t] = stalled
+        empty = head[0] == tail[0] and head[1] == tail[1]
+        if may_stop and empty and t > dirty_hi and t > t0 and empty_out[t]:
+            return t
+        empty_out[t] = empty
         while nxt < n and copy_start[order[nxt]] == t - 1:  # copy-starts after op t - 1
-            tail[copy_kind[order[nxt]]] += 1
+            c = order[nxt]
+            k = copy_kind[c]
+            fifo[k, tail[k]] = c
+            rem[c] = copy_bytes[c]
+            size = _heap_push(h_done, h_pos, h_kind, size, copy_done[c], tail[k], k)
+            tail[k] += 1
             nxt += 1
+        # the last FIFO position in each queue of a copy op t waits for (-1: none); every copy
+        # due at t was issued before t, so it is in the heap now
+        wait0 = -1
+        wait1 = -1
+        while size > 0 and h_done[0] <= t:
+            if h_kind[0] == 0:
+                wait0 = max(wait0, h_pos[0])
+            else:
+                wait1 = max(wait1, h_pos[0])
+            size = _heap_pop(h_done, h_pos, h_kind, size)
         stall = 0.0
-        if wait[0, t] >= head[0] or wait[1, t] >= head[1]:  # a copy op t waits for is not done yet
-            stall = _drain_until(fifo, head, tail, rem, bw, wait[0, t], wait[1, t])  # copy-dones
+        if wait0 >= head[0] or wait1 >= head[1]:  # a copy op t waits for is not done yet
+            stall = _drain_until(fifo, head, tail, rem, bw, wait0, wait1)  # copy-dones
         stall_out[t] = stall
-        total += stall
-        stalled += stall
         if t < n_ops:  # op t, draining the queues in its idle slow-memory time
             e = runtime_elapsed(compute_time[t], slow_time[t], fast_time[t], overhead[t])
             elapsed_out[t] = e
-            total += e
             idle = e - slow_time[t]
             if idle > 0.0 and (head[0] < tail[0] or head[1] < tail[1]):
                 _drain_for(fifo, head, tail, rem, bw, idle)
-    return total
+    return n_ops + 1
 
 
 @njit(cache=True)

@@ -43,7 +43,7 @@ from numba import njit
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from . import ORDERS, _insert_candidate, buffer_order, compute_times
-from .runtime import EVICTION, PREFETCH, simulate, simulate_window
+from .runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "apply_rules", "window_candidates",
@@ -86,11 +86,11 @@ State1 = namedtuple("State1", [
     "ev_final",      # int64[N] 1 once the eviction can no longer change
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
     "active",        # int64[S] ids of the chunks opened so far, sorted by offset (then id)
-    "cp_key",        # int64[S + N] the copies, sorted by key: prefetches (key = segment id), then
-    "cp_start",      #   evictions (key = S + buffer id); issued after op cp_start, done before op
-    "cp_done",       #   cp_done, cp_bytes bytes, cp_kind 0 prefetch / 1 eviction; counters[N_COPIES]
-    "cp_bytes",      #   of them are live. Kept sorted so the runtime model sees them in the same
-    "cp_kind",       #   order as evaluate_v1 builds them (float sums equal to the last bit).
+    "cp_key",        # int64[S + N] the copies: prefetches (key = segment id) and evictions (key = S +
+    "cp_start",      #   buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
+    "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
+    "cp_bytes",      #   the runtime model's queue order, (start, done, key): the order it gives the
+    "cp_kind",       #   copies evaluate_v1 builds (by key), so float sums are equal to the last bit.
     "slow_bytes",    # int64[T]
     "fast_bytes",    # int64[T]
     "slow_time",     # float64[T] slow_bytes / slow_bw
@@ -98,14 +98,22 @@ State1 = namedtuple("State1", [
     "elapsed",       # float64[T] last simulated per-op elapsed time
     "stall",         # float64[T+1] last simulated stall before each op (and at the end)
     "sim_empty",     # bool[T+1] both copy queues empty at the start of iteration t (last simulation)
-    "sim_prefix",    # float64[T+1] program time before iteration t (last simulation)
-    "sim_stall",     # float64[T+1] stall time before iteration t (last simulation)
-    "counters",      # int64[6]: decisions made (position in order), chunks opened, forced, chosen, copies,
-                     #   the first simulation iteration a change since the last simulation touches
+    "blk_time",      # float64[T // BLOCK + 1] program time of each block of simulation iterations
+    "blk_stall",     # float64[T // BLOCK + 1] stall time of each block (runtime.sum_blocks)
+    "ix_head",       # int32[B] chunk index: the last registration in each time bucket of IX_WIDTH ops (-1 none)
+    "ix_nxt",        # int32[R] the registration before it in the same bucket (-1 none)
+    "ix_cid",        # int32[R] the chunk registered
+    "ix_reg_hi",     # int64[S] the op each chunk is registered through (-1: not yet); see _register
+    "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
+                     #   chunks change (A = B = 0: not kept); see _paint
+    "counters",      # int64[9]: decisions made (position in order), chunks opened, forced, chosen, copies,
+                     #   the first and the last simulation iteration a change since the last simulation
+                     #   touches, the chunk index's bucket width and registrations used
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
-POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY = 0, 1, 2, 3, 4, 5
+POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED = 0, 1, 2, 3, 4, 5, 6, 7, 8
+INDEX_DENSITY = 4  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -231,8 +239,9 @@ def v1_order(workload: Workload, hardware: Hardware, compute: np.ndarray) -> np.
     return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
 
 
-def new_state(st: Static1) -> State1:
-    """Every segment undecided (priced slow), no copies, no chunks."""
+def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
+    """Every segment undecided (priced slow), no copies, no chunks. ``memory_bins`` ``(A, B)``:
+    the occupancy image the state keeps (the env's observation; ``(0, 0)``: none)."""
     s, n, t = st.seg_use.shape[0], st.size.shape[0], st.compute_time.shape[0]
     slow = np.zeros(t, dtype=np.int64)
     np.add.at(slow, st.access_op, st.access_bytes)
@@ -245,15 +254,49 @@ def new_state(st: Static1) -> State1:
         cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
         cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
-        elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), sim_prefix=np.zeros(t + 1),
-        sim_stall=np.zeros(t + 1), counters=np.zeros(6, np.int64), totals=np.zeros(3),
+        elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
+        blk_stall=np.zeros(n_blocks(t)), **_new_index(st), image=np.zeros(tuple(int(x) for x in memory_bins)),
+        counters=np.zeros(9, np.int64), totals=np.zeros(3),
     )
+    state.counters[IX_WIDTH] = _index_width(st)
     state.totals[TIME] = current_time(st, state)
     return state
 
 
+def _index_width(st: Static1) -> int:
+    n, n_seg = st.size.shape[0], st.seg_use.shape[0]
+    total = int((st.end - st.start + 3).sum())
+    return max(1, -(-total // (INDEX_DENSITY * (n + n_seg) + 1)))
+
+
+def _new_index(st: Static1) -> dict:
+    """An empty time-bucket index of the fast-memory chunks, so that a query over an op window
+    meets only the chunks of the buckets it spans, not every chunk opened so far (which made a
+    step grow with the program). A chunk is registered in each bucket it spans, through one op
+    past its last (:func:`_register`). A buffer's chunks are disjoint in time and inside its live
+    range widened by one op on each side, except its first, whose registration may reach past a
+    later chunk's start after a dropped eviction; so at most ``2 * sum(live + 3) / width + 2 *
+    segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
+    n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
+    width = _index_width(st)
+    total = int((st.end - st.start + 3).sum())
+    cap = 2 * (total // width) + 2 * n_seg + 4 * n + 64
+    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_nxt=np.zeros(cap, np.int32),
+                ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64))
+
+
 def copy_state(state: State1) -> State1:
-    return State1(*(a.copy() for a in state))
+    """A copy of ``state`` (the chunk index's unused room is allocated, not copied)."""
+    used = int(state.counters[IX_USED])
+    out = []
+    for name, a in zip(State1._fields, state):
+        if name == "ix_nxt" or name == "ix_cid":
+            b = np.empty_like(a)
+            b[:used] = a[:used]
+            out.append(b)
+        else:
+            out.append(a.copy())
+    return State1(*out)
 
 
 @njit(cache=True)
@@ -284,8 +327,14 @@ def copy_into(src, dst):
     dst.elapsed[:] = src.elapsed
     dst.stall[:] = src.stall
     dst.sim_empty[:] = src.sim_empty
-    dst.sim_prefix[:] = src.sim_prefix
-    dst.sim_stall[:] = src.sim_stall
+    dst.blk_time[:] = src.blk_time
+    dst.blk_stall[:] = src.blk_stall
+    dst.ix_head[:] = src.ix_head
+    n = src.counters[IX_USED]
+    dst.ix_nxt[:n] = src.ix_nxt[:n]
+    dst.ix_cid[:n] = src.ix_cid[:n]
+    dst.ix_reg_hi[:] = src.ix_reg_hi
+    dst.image[:, :] = src.image
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
 
@@ -293,17 +342,21 @@ def copy_into(src, dst):
 # ------------------------------------------------------------------------------ cost
 @njit(cache=True, inline="always")
 def _touch(state, t):
-    """Note that simulation iteration ``t`` (and everything after it) changed."""
+    """Note that simulation iteration ``t`` changed (the simulation from it on may change)."""
     if t < state.counters[DIRTY]:
         state.counters[DIRTY] = t
+    if t > state.counters[DIRTY_HI]:
+        state.counters[DIRTY_HI] = t
 
 
 @njit(cache=True)
 def _add_copy(st, state, key, start, done, nbytes, kind):
-    """Insert a copy, keeping the list sorted by key (a key is present at most once)."""
+    """Insert a copy, keeping the list in queue order ``(start, done, key)`` (a key is present at
+    most once)."""
     n = state.counters[N_COPIES]
     i = n
-    while i > 0 and state.cp_key[i - 1] > key:
+    while i > 0 and (state.cp_start[i - 1] > start or (state.cp_start[i - 1] == start and (
+            state.cp_done[i - 1] > done or (state.cp_done[i - 1] == done and state.cp_key[i - 1] > key)))):
         state.cp_key[i] = state.cp_key[i - 1]
         state.cp_start[i] = state.cp_start[i - 1]
         state.cp_done[i] = state.cp_done[i - 1]
@@ -316,6 +369,7 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
     state.cp_bytes[i] = nbytes
     state.cp_kind[i] = kind
     state.counters[N_COPIES] = n + 1
+    state.totals[COPY_BYTES] += nbytes  # whole bytes: exact in float64
     _touch(state, start + 1)
 
 
@@ -328,6 +382,7 @@ def _remove_copy(st, state, key):
     if i == n:
         return
     _touch(state, state.cp_start[i] + 1)
+    state.totals[COPY_BYTES] -= state.cp_bytes[i]
     for j in range(i, n - 1):
         state.cp_key[j] = state.cp_key[j + 1]
         state.cp_start[j] = state.cp_start[j + 1]
@@ -342,11 +397,13 @@ def current_time(st, state):
     """Simulate the program under the current allocations (undecided segments slow); store the
     per-op results and totals in ``state`` and return the program time.
 
-    Incremental: a decision changes the simulation only from the first iteration it touches
-    (``counters[DIRTY]``: an access's op, a copy's issue op + 1); the run restarts from the last
-    iteration before that at which both copy queues were empty, with the time before it reused
-    and only the copies issued from there on (:func:`~mallocgym.sim.runtime.simulate_window`),
-    which gives the full simulation's figures bit for bit."""
+    Incremental: the decisions since the last simulation changed iterations ``counters[DIRTY]``
+    to ``counters[DIRTY_HI]`` only (an access's op, a copy's issue op + 1). The run restarts from
+    the last iteration at or before the first at which both copy queues were empty, with only the
+    copies issued from there on (a suffix of the list, which is in queue order), and stops after the last changed iteration as soon as the queues
+    are empty in both the new and the old simulation
+    (:func:`~mallocgym.sim.runtime.simulate_window`); the block sums it touched are re-added
+    (:func:`~mallocgym.sim.runtime.sum_blocks`). The figures equal a full run's bit for bit."""
     n_ops = st.compute_time.shape[0]
     dirty = state.counters[DIRTY]
     if dirty > n_ops:
@@ -355,31 +412,23 @@ def current_time(st, state):
     while t0 > 0 and not state.sim_empty[t0]:
         t0 -= 1
     n = state.counters[N_COPIES]
-    m = 0
-    for i in range(n):
-        if state.cp_start[i] >= t0 - 1:
-            m += 1
-    c_start = np.empty(m, np.int64)
-    c_done = np.empty(m, np.int64)
-    c_bytes = np.empty(m)
-    c_kind = np.empty(m, np.int64)
-    j = 0
-    copy_bytes = 0.0
-    for i in range(n):
-        copy_bytes += state.cp_bytes[i]
-        if state.cp_start[i] >= t0 - 1:
-            c_start[j] = state.cp_start[i]
-            c_done[j] = state.cp_done[i]
-            c_bytes[j] = state.cp_bytes[i]
-            c_kind[j] = state.cp_kind[i]
-            j += 1
-    total = simulate_window(t0, state.sim_prefix[t0], state.sim_stall[t0], st.compute_time, state.slow_time,
-                            state.fast_time, st.overhead, st.params[SLOW_BW], c_start, c_done, c_bytes, c_kind,
-                            state.elapsed, state.stall, state.sim_empty, state.sim_prefix, state.sim_stall)
+    lo, hi = 0, n  # the first copy issued at or after op t0 - 1 (the list is in queue order)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if state.cp_start[mid] < t0 - 1:
+            lo = mid + 1
+        else:
+            hi = mid
+    stop = simulate_window(t0, state.counters[DIRTY_HI], st.compute_time, state.slow_time, state.fast_time,
+                           st.overhead, st.params[SLOW_BW], state.cp_start[lo:n], state.cp_done[lo:n],
+                           state.cp_bytes[lo:n], state.cp_kind[lo:n], state.elapsed, state.stall, state.sim_empty,
+                           True, True)
+    sum_blocks(state.elapsed, state.stall, t0, stop, state.blk_time, state.blk_stall)
     state.counters[DIRTY] = n_ops + 1
+    state.counters[DIRTY_HI] = -1
+    total = sum_in_order(state.blk_time)
     state.totals[TIME] = total
-    state.totals[COPY_BYTES] = copy_bytes
-    state.totals[STALL] = state.sim_stall[n_ops] + state.stall[n_ops]
+    state.totals[STALL] = sum_in_order(state.blk_stall)
     return total
 
 
@@ -402,9 +451,70 @@ def _covers(st, x, y):
 
 # ------------------------------------------------------------------------------ fast memory
 @njit(cache=True)
-def _activate(state, c):
+def _paint(st, state, c, lo, hi, sign):
+    """Add (``sign`` 1) or remove (-1) chunk ``c``'s rectangle over ops ``[lo, hi]`` in
+    ``state.image``. Bin ``(a, t)`` covers addresses ``[a, a + 1) * capacity / A`` and ops
+    ``[t, t + 1) * T / B``; it holds the covered area in units of ``1 / (A * B)`` byte-ops (so
+    ``T * capacity`` is a full bin): whole numbers, exact in float64 (below 2**53), so removing
+    a rectangle undoes adding it and the image equals a redraw from the chunks."""
+    img = state.image
+    a_bins, t_bins = img.shape[0], img.shape[1]
+    if a_bins == 0 or t_bins == 0 or hi < lo:
+        return
+    n_ops = st.compute_time.shape[0]
+    cap = st.iparams[CAPACITY]
+    t_lo, t_hi = lo * t_bins, (hi + 1) * t_bins
+    a_lo = state.ch_off[c] * a_bins
+    a_hi = (state.ch_off[c] + st.size[state.ch_buf[c]]) * a_bins
+    for tb in range(t_lo // n_ops, min(t_bins, (t_hi - 1) // n_ops + 1)):
+        ot = min(t_hi, (tb + 1) * n_ops) - max(t_lo, tb * n_ops)
+        for ab in range(a_lo // cap, min(a_bins, (a_hi - 1) // cap + 1)):
+            oa = min(a_hi, (ab + 1) * cap) - max(a_lo, ab * cap)
+            img[ab, tb] += sign * (float(ot) * float(oa))
+
+
+@njit(cache=True)
+def _set_hi(st, state, c, hi):
+    """Hold chunk ``c`` through op ``hi`` (longer or shorter), keeping the image up to date."""
+    old = state.ch_hi[c]
+    if hi > old:
+        _paint(st, state, c, old + 1, hi, 1.0)
+    elif hi < old:
+        _paint(st, state, c, hi + 1, old, -1.0)
+    state.ch_hi[c] = hi
+    _register(st, state, c)
+
+
+@njit(cache=True)
+def _register(st, state, c):
+    """Register chunk ``c`` in the index buckets up to one op past its last (an evicted chunk
+    is held one op longer in MSA's view; see ``mallocgym.sim.msa``), each bucket once: a chunk
+    that grows is registered in its new buckets, one that shrinks stays registered (queries check
+    the chunk itself)."""
+    hi = state.ch_hi[c] + 1
+    old = state.ix_reg_hi[c]
+    if old >= hi:
+        return
+    w = state.counters[IX_WIDTH]
+    first = state.ch_lo[c] // w if old < 0 else old // w + 1
+    last = min(hi // w, state.ix_head.shape[0] - 1)
+    for k in range(first, last + 1):
+        n = state.counters[IX_USED]
+        if n >= state.ix_cid.shape[0]:
+            raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
+        state.ix_cid[n] = c
+        state.ix_nxt[n] = state.ix_head[k]
+        state.ix_head[k] = n
+        state.counters[IX_USED] = n + 1
+    state.ix_reg_hi[c] = hi
+
+
+@njit(cache=True)
+def _activate(st, state, c):
     """Add chunk ``c`` to ``active``, which stays sorted by offset (then id): gap sweeps then
-    need no sort."""
+    need no sort; paint it in the image."""
+    _paint(st, state, c, state.ch_lo[c], state.ch_hi[c], 1.0)
+    _register(st, state, c)
     n = state.counters[N_CHUNKS]
     i = n
     off = state.ch_off[c]
@@ -416,16 +526,55 @@ def _activate(state, c):
     state.counters[N_CHUNKS] = n + 1
 
 
+@njit(cache=True, inline="always")
+def held_through(state, c, msa_hold):
+    """The last op chunk ``c`` occupies: ``ch_hi``, or with ``msa_hold`` MSA's view, in which an
+    evicted chunk is held through its eviction's done op (``prev_allocation->Extend(
+    eviction_end_time)``), one op longer than the v1 rules hold it."""
+    hi = state.ch_hi[c]
+    if msa_hold:
+        b = state.ch_buf[c]
+        if state.ev_chunk[b] == c and state.ev_done[b] > hi:
+            hi = state.ev_done[b]
+    return hi
+
+
 @njit(cache=True)
-def _live_chunks(st, state, lo, hi, skip_buf, ids):
-    """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, by offset."""
+def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
+    """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, sorted by offset
+    (ties in any order: the gap sweeps take the highest end so far); return how many. Meets only
+    the chunks registered in the index buckets the window spans; a chunk registered in several
+    is taken in the first of them that the window spans."""
+    w = state.counters[IX_WIDTH]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
-    for i in range(state.counters[N_CHUNKS]):
-        c = state.active[i]
-        if state.ch_buf[c] == skip_buf or state.ch_hi[c] < lo or state.ch_lo[c] > hi:
-            continue
-        ids[m] = c
-        m += 1
+    for k in range(k0, k1 + 1):
+        j = state.ix_head[k]
+        while j >= 0:
+            c = state.ix_cid[j]
+            j = state.ix_nxt[j]
+            first = state.ch_lo[c] // w
+            if (first if first > k0 else k0) != k:  # met in an earlier bucket of this window
+                continue
+            if state.ch_buf[c] == skip_buf or state.ch_lo[c] > hi or held_through(state, c, msa_hold) < lo:
+                continue
+            ids[m] = c
+            m += 1
+    if m > 16:
+        offs = np.empty(m, np.int64)
+        for i in range(m):
+            offs[i] = state.ch_off[ids[i]]
+        ids[:m] = ids[:m][np.argsort(offs, kind="mergesort")]
+        return m
+    for i in range(1, m):  # insertion sort for a few
+        c = ids[i]
+        off = state.ch_off[c]
+        j = i - 1
+        while j >= 0 and state.ch_off[ids[j]] > off:
+            ids[j + 1] = ids[j]
+            j -= 1
+        ids[j + 1] = c
     return m
 
 
@@ -435,7 +584,7 @@ def window_candidates(st, state, b, lo, hi, k, ids, cand_off):
     fitting free gap its lowest aligned offset and, if different, its highest); return the count."""
     if st.size[b] > st.iparams[CAPACITY]:
         return 0
-    m = _live_chunks(st, state, lo, hi, b, ids)
+    m = live_chunks(st, state, lo, hi, b, ids, False)
     return _candidates_among(st, state, b, lo, k, ids, m, cand_off)
 
 
@@ -474,19 +623,23 @@ def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
 
 
 @njit(cache=True)
-def _first_blocked(st, state, b, off, lo, hi):
+def first_blocked(st, state, b, off, lo, hi, msa_hold):
     """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
-    (``hi + 1`` if none)."""
+    (``hi + 1`` if none); ``msa_hold`` as :func:`held_through`."""
     size = st.size[b]
     first = hi + 1
-    for i in range(state.counters[N_CHUNKS]):
-        c = state.active[i]
-        if state.ch_buf[c] == b or state.ch_hi[c] < lo or state.ch_lo[c] > hi:
-            continue
-        if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
-            t = state.ch_lo[c] if state.ch_lo[c] > lo else lo
-            if t < first:
-                first = t
+    w = state.counters[IX_WIDTH]
+    for k in range(max(lo, 0) // w, min(hi // w, state.ix_head.shape[0] - 1) + 1):
+        j = state.ix_head[k]
+        while j >= 0:
+            c = state.ix_cid[j]
+            j = state.ix_nxt[j]
+            if state.ch_buf[c] == b or held_through(state, c, msa_hold) < lo or state.ch_lo[c] > hi:
+                continue
+            if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
+                t = state.ch_lo[c] if state.ch_lo[c] > lo else lo
+                if t < first:
+                    first = t
     return first
 
 
@@ -606,7 +759,7 @@ def keep_legal(st, state, s):
         return False
     lo = st.seg_prev[s] + 1
     hi = st.seg_use[s]
-    return _first_blocked(st, state, b, state.seg_off[s - 1], lo, hi) > hi
+    return first_blocked(st, state, b, state.seg_off[s - 1], lo, hi, False) > hi
 
 
 @njit(cache=True)
@@ -636,7 +789,7 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
         for j in range(n_starts):
             if starts[j] + 1 < lo:
                 lo = starts[j] + 1
-        m = _live_chunks(st, state, lo, u, b, ids)
+        m = live_chunks(st, state, lo, u, b, ids, False)
         if produce:
             n_fast = _candidates_among(st, state, b, st.def_op[b], k, ids, m, fast_off)
         for j in range(n_starts):
@@ -667,7 +820,7 @@ def _price(st, state, b, seg, to_fast):
 def _drop_eviction(st, state, b):
     if state.ev_done[b] >= 0:
         c = state.ev_chunk[b]
-        state.ch_hi[c] = state.ev_base[b]
+        _set_hi(st, state, c, state.ev_base[b])
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
         _remove_copy(st, state, st.seg_use.shape[0] + b)
@@ -693,7 +846,7 @@ def eviction_end(st, state, b, needed):
     if e > needed:
         e = needed
     if e - 1 > last_use:  # hold the chunk up to e - 1: move e earlier until that is free
-        blocked = _first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1)
+        blocked = first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1, False)
         if blocked < e:
             e = blocked
     return e
@@ -712,7 +865,7 @@ def _place_eviction(st, state, b, needed):
     state.ev_chunk[b] = c
     _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
     if e - 1 > last_use:
-        state.ch_hi[c] = e - 1
+        _set_hi(st, state, c, e - 1)
 
 
 @njit(cache=True)
@@ -764,7 +917,7 @@ def apply_rules(st, state, s, kind, off, pstart):
         state.seg_off[s] = state.seg_off[s - 1]
         if state.ev_chunk[b] == c:  # the tentative eviction extended it: drop that first
             _drop_eviction(st, state, b)
-        state.ch_hi[c] = st.seg_use[s]
+        _set_hi(st, state, c, st.seg_use[s])
     elif kind == FAST or kind == PREFETCH_SEG:
         c = s
         state.seg_chunk[s] = c
@@ -773,7 +926,7 @@ def apply_rules(st, state, s, kind, off, pstart):
         state.ch_hi[c] = st.seg_use[s]
         state.ch_off[c] = off
         state.ch_buf[c] = b
-        _activate(state, c)
+        _activate(st, state, c)
         if kind == PREFETCH_SEG:
             state.seg_pstart[s] = pstart
             _add_copy(st, state, s, pstart, st.seg_use[s], float(st.size[b]), PREFETCH)

@@ -132,13 +132,20 @@ def _clip(x):
 
 
 @njit(cache=True)
-def _in_flight(st, state, p):
-    """Bytes of copies (prefetches and evictions) issued at or before op ``p`` and done after it."""
-    total = 0.0
+def _in_flight(st, state, table, k):
+    """For each prefetch start ``p`` of the table: the bytes of copies (prefetches and evictions)
+    issued at or before op ``p`` and done after it, / capacity (clipped); one pass over the copies."""
+    n_st = table.starts.shape[0]
+    flight = np.zeros(n_st)
     for i in range(state.counters[v1.N_COPIES]):
-        if state.cp_start[i] <= p and state.cp_done[i] > p:
-            total += state.cp_bytes[i]
-    return total
+        for j in range(n_st):
+            p = table.starts[j]
+            if state.cp_start[i] <= p and state.cp_done[i] > p:
+                flight[j] += state.cp_bytes[i]
+    cap = float(st.iparams[CAPACITY])
+    for j in range(n_st):
+        flight[j] = _clip(flight[j] / cap) if table.kind[1 + k + j * k] >= 0 else 0.0
+    return flight
 
 
 @njit(cache=True)
@@ -177,25 +184,17 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
     obs.next[:, :] = 0.0
     obs.actions[:, :] = 0.0
     obs.action_mask[:] = 0
-    # memory image, channel 0: fast-memory occupancy over (address, time) bins
+    # memory image, channel 0: fast-memory occupancy over (address, time) bins (kept by the rules)
     a_bins, t_bins = obs.memory.shape[1], obs.memory.shape[2]
-    obs.memory[:, :, :] = 0.0
+    if state.image.shape[0] != a_bins or state.image.shape[1] != t_bins:
+        raise ValueError("the state keeps no occupancy image of the observation's size (new_state(st, memory_bins))")
     bin_ops = n_ops / t_bins
-    bin_bytes = cap / a_bins
-    for i in range(state.counters[N_CHUNKS]):
-        c = state.active[i]
-        lo_t, hi_t = float(state.ch_lo[c]), float(state.ch_hi[c] + 1)
-        lo_a = float(state.ch_off[c])
-        hi_a = lo_a + st.size[state.ch_buf[c]]
-        for tb in range(int(lo_t / bin_ops), min(t_bins, int(hi_t / bin_ops) + 1)):
-            ot = min(hi_t, (tb + 1) * bin_ops) - max(lo_t, tb * bin_ops)
-            if ot <= 0:
-                continue
-            for ab in range(int(lo_a / bin_bytes), min(a_bins, int(hi_a / bin_bytes) + 1)):
-                oa = min(hi_a, (ab + 1) * bin_bytes) - max(lo_a, ab * bin_bytes)
-                if oa > 0:
-                    v = obs.memory[0, ab, tb] + ot * oa / (bin_ops * bin_bytes)
-                    obs.memory[0, ab, tb] = v if v < 1.0 else 1.0
+    full = float(n_ops) * cap
+    for ab in range(a_bins):
+        for tb in range(t_bins):
+            v = state.image[ab, tb] / full
+            obs.memory[0, ab, tb] = v if v < 1.0 else 1.0
+            obs.memory[1, ab, tb] = 0.0
     # progress
     pos = state.counters[0]
     time = state.totals[TIME]
@@ -246,10 +245,7 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
             obs.memory[1, ab, tb] = 1.0
     # actions (copies in flight: once per prefetch start, not per action)
     k = table.fast_off.shape[0]
-    flight = np.zeros(table.starts.shape[0])
-    for j in range(table.starts.shape[0]):
-        if table.kind[1 + k + j * k] >= 0:
-            flight[j] = _clip(_in_flight(st, state, table.starts[j]) / cap)
+    flight = _in_flight(st, state, table, k)
     for a in range(table.kind.shape[0]):
         kind = table.kind[a]
         if kind < 0:
