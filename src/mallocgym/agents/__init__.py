@@ -26,6 +26,7 @@ AGENTS: dict[str, str] = {
     "beam": "mallocgym.agents.search:search_factory",
     "mcts": "mallocgym.agents.search:search_factory",
     "exact": "mallocgym.agents.exact:exact_factory",
+    "pack": "mallocgym.agents.pack:pack_factory",
     "maskable_ppo": "mallocgym.agents.sb3.agent:sb3_factory",
     "ppo": "mallocgym.agents.sb3.agent:sb3_factory",
     "dqn": "mallocgym.agents.sb3.agent:sb3_factory",

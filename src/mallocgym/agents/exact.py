@@ -280,7 +280,8 @@ def drop_to_grid(scenario: Scenario, offsets: np.ndarray, unit: int) -> np.ndarr
     return out
 
 
-def _build_model(cp_model, problem: Problem, scenario: Scenario, config: ExactConfig, hint):
+def _build_model(cp_model, problem: Problem, scenario: Scenario, config: ExactConfig, hint,
+                 objective_floor: int | None = None):
     w = scenario.workload
     model = cp_model.CpModel()
     x, o, times, spaces = [], [], [], []
@@ -313,6 +314,8 @@ def _build_model(cp_model, problem: Problem, scenario: Scenario, config: ExactCo
         objective.append(y)
         if fast is not None:  # a complete hint is loaded as a first solution
             model.add_hint(y, max(low, mem - sum(s for i, s in gains.items() if fast[i])))
+    if objective_floor is not None and objective:  # a proven bound from elsewhere (pack), as a row
+        model.add(sum(objective) >= int(objective_floor))
     model.minimize(sum(objective))
     if hint is not None:
         for i, b in enumerate(problem.buffers):
@@ -321,15 +324,21 @@ def _build_model(cp_model, problem: Problem, scenario: Scenario, config: ExactCo
     return model, x, o
 
 
-def solve_exact(scenario: Scenario, config: ExactConfig = ExactConfig(), *, seed: int = 0) -> Solution:
+def solve_exact(scenario: Scenario, config: ExactConfig = ExactConfig(), *, seed: int = 0,
+                initial: np.ndarray | None = None, objective_floor: int | None = None) -> Solution:
     """Solve ``scenario`` with CP-SAT under ``config``; return the best mapping found (never
-    worse than XLA-like), a rigorous lower bound on program time, and in ``info`` the CP-SAT
-    status (``OPTIMAL``, ``FEASIBLE``, ...), wall time, model size and rounding slack."""
+    worse than XLA-like, or than ``initial``), a rigorous lower bound on program time, and in
+    ``info`` the CP-SAT status (``OPTIMAL``, ``FEASIBLE``, ...), wall time, model size and
+    rounding slack.
+
+    ``initial`` (a valid mapping, e.g. the ``pack`` agent's) replaces the XLA-like one as the
+    hint; ``objective_floor`` is a proven lower bound on the integer objective of
+    :func:`build_problem` at ``config.resolution`` (``pack`` proves one), added as a row."""
     cp_model = _cp_model()
     begin = time.perf_counter()
     problem = build_problem(scenario, config.resolution)
     w, hw = scenario.workload, scenario.hardware
-    xla = heuristics.xla_like(scenario)
+    xla = heuristics.xla_like(scenario) if initial is None else np.asarray(initial, dtype=np.int64)
     info = {"buffers_in_model": int(len(problem.buffers)), "unit_bytes": int(problem.unit),
             "op_time_vars": len(problem.max_ops), "workers": config.workers,
             "time_limit_s": config.time_limit_s,
@@ -344,7 +353,7 @@ def solve_exact(scenario: Scenario, config: ExactConfig = ExactConfig(), *, seed
             start = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
             start[problem.buffers] = xla[problem.buffers]
             hint = drop_to_grid(scenario, start, problem.unit)
-        model, x, o = _build_model(cp_model, problem, scenario, config, hint)
+        model, x, o = _build_model(cp_model, problem, scenario, config, hint, objective_floor)
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = float(config.time_limit_s)
         solver.parameters.num_workers = config.workers
@@ -367,12 +376,14 @@ def solve_exact(scenario: Scenario, config: ExactConfig = ExactConfig(), *, seed
             info["objective"] = int(round(solver.objective_value))
         # CP-SAT's bound is meaningful once it has a solution (UNKNOWN reports 0)
         bound_int = problem.all_fast_objective()
+        if objective_floor is not None:
+            bound_int = max(bound_int, int(objective_floor))
         raw = solver.best_objective_bound
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and math.isfinite(raw):
             bound_int = max(bound_int, math.floor(raw))
     times = [evaluate(w, m, hw).time for m in candidates]
     best = int(np.argmin(times))
-    info["source"] = "cp-sat" if len(candidates) == 2 and best == 0 else "xla"
+    info["source"] = "cp-sat" if len(candidates) == 2 and best == 0 else ("xla" if initial is None else "initial")
     bound = max(float(problem.time_of(bound_int)) * (1.0 - BOUND_SAFETY), 0.0)
     info["wall_s"] = time.perf_counter() - begin
     return Solution(candidates[best], time_lower_bound=bound, info=info)

@@ -1,0 +1,214 @@
+"""The ``pack`` agent: a canonical-solution search (after MiniMalloc) that picks and places buffers.
+
+Usage: ``make_agent("pack")`` (10 s), ``make_agent("pack:30")`` or
+``make_agent("pack:time_limit_s=30,lp_bound=0")``; or :func:`solve_pack`. docs/pack.md has the
+details and the measured results.
+
+The scenario becomes :func:`mallocgym.agents.exact.build_problem`'s integer model (the same
+exact reductions and integer time quanta as the CP-SAT agent): the buffers that can save time,
+their lengths and highest offsets on the address unit ``u``, and per op the saving of each
+buffer, capped at ``memory - compute`` for ops that can become compute-bound. With ``O0`` the
+all-slow objective, a mapping's objective is ``O0 - saving(x)`` with
+``saving(x) = sum_b lin_b x_b + sum_t min(cap_t, sum_b s_tb x_b)``.
+
+1. Each connected component of the interval graph first tries to place *every* useful buffer
+   (:func:`mallocgym.sim.pack.pack`'s decision search; a share of the time): if that works, the
+   component is optimal (no saving is negative).
+2. Otherwise branch and bound over canonical packings maximises ``saving``
+   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the XLA-like mapping dropped onto
+   the ``u`` grid (so ``pack`` is never worse than ``xla``).
+3. The upper bound on the saving is the smaller of the search's (the tree searched: exact; else
+   its root bound) and, when OR-Tools is installed (the ``exact`` extra), the LP relaxation
+   ``max sum lin x + sum z_t``, ``z_t <= cap_t``, ``z_t <= sum s_tb x_b``, one row
+   ``sum len_b x_b <= capacity`` per maximal set of co-live buffers, ``0 <= x <= 1`` (GLOP),
+   rounded up with a ``1e-9`` relative margin for the LP's floating point. The reported
+   ``time_lower_bound`` is the integer model's time of ``O0 - bound`` (it under-estimates every
+   mapping's time; see :mod:`mallocgym.agents.exact`), so the leaderboard prints a gap.
+
+Bad input: a time limit <= 0 is an error; a buffer larger than the fast memory is never in the
+model (it stays slow, as everywhere); a fast memory smaller than the alignment is legal and
+then leaves only the buffers that fit in it, if any.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import heuristics, sim
+from ..evaluate import evaluate
+from ..scenarios import Scenario
+from ..sim import pack as packing
+from ..workloads.minimalloc import minimalloc_rows
+from .base import Solution, parse_config
+from .exact import BOUND_SAFETY, Problem, build_problem, drop_to_grid
+
+__all__ = ["PackConfig", "PackAgent", "solve_pack", "pack_factory", "lp_saving_bound"]
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """Settings of the ``pack`` agent.
+
+    Attributes:
+      time_limit_s: wall-clock limit of the search, seconds (> 0); the LP bound comes on top.
+      lp_bound: also bound the saving by the LP relaxation (needs OR-Tools, the ``exact``
+        extra; skipped silently when it is missing, and then only the search's bound is used).
+      resolution: integer time quanta per all-slow program time (>= 1000), as for ``exact``.
+      exact_s: when > 0 and the saving is not proven optimal, then run the CP-SAT agent
+        (:func:`mallocgym.agents.exact.solve_exact`, 2 workers) for this many seconds, started
+        from ``pack``'s mapping and given ``pack``'s bound as a row; the answer is the better
+        mapping and the larger bound (needs the ``exact`` extra).
+    """
+
+    time_limit_s: float = 10.0
+    lp_bound: bool = True
+    resolution: int = 1 << 30
+    exact_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.time_limit_s, (int, float)) and not isinstance(self.time_limit_s, bool)
+                and math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
+            raise ValueError(f"PackConfig.time_limit_s must be a finite number > 0, got {self.time_limit_s!r}")
+        if not (isinstance(self.exact_s, (int, float)) and not isinstance(self.exact_s, bool)
+                and math.isfinite(self.exact_s) and self.exact_s >= 0):
+            raise ValueError(f"PackConfig.exact_s must be a finite number >= 0, got {self.exact_s!r}")
+        if isinstance(self.resolution, bool) or not isinstance(self.resolution, int) or self.resolution < 1000:
+            raise ValueError(f"PackConfig.resolution must be an integer >= 1000, got {self.resolution!r}")
+
+
+def _values(problem: Problem):
+    """``lin[i]``, the CSR op gains ``(g_ptr, g_op, g_val, opcap)`` and ``O0`` of the model."""
+    n = len(problem.buffers)
+    lin = np.zeros(n, dtype=np.int64)
+    for i, s in problem.linear.items():
+        lin[i] = -int(s)
+    rows: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    opcap = np.zeros(max(len(problem.max_ops), 1), dtype=np.int64)
+    o0 = 0
+    for k, (low, mem, gains) in enumerate(problem.max_ops):
+        opcap[k] = mem - low
+        o0 += max(low, mem)
+        for i, s in gains.items():
+            rows[i].append((k, int(s)))
+    g_ptr = np.zeros(n + 1, dtype=np.int64)
+    g_ptr[1:] = np.cumsum([len(r) for r in rows])
+    g_op = np.array([k for r in rows for k, _ in r], dtype=np.int64)
+    g_val = np.array([s for r in rows for _, s in r], dtype=np.int64)
+    return lin, (g_ptr, g_op, g_val, opcap), o0
+
+
+def lp_saving_bound(problem: Problem) -> int | None:
+    """An upper bound on the model's saving from its LP relaxation (clique capacity rows, per-op
+    caps), solved by OR-Tools' GLOP; None when OR-Tools is missing or the LP fails."""
+    try:
+        from ortools.linear_solver import pywraplp
+    except ImportError:
+        return None
+    n = len(problem.buffers)
+    if n == 0:
+        return 0
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if solver is None:
+        return None
+    x = [solver.NumVar(0.0, 1.0, f"x{i}") for i in range(n)]
+    objective = solver.Objective()
+    for i, s in problem.linear.items():
+        objective.SetCoefficient(x[i], float(-s))
+    for k, (low, mem, gains) in enumerate(problem.max_ops):
+        z = solver.NumVar(0.0, float(mem - low), f"z{k}")
+        objective.SetCoefficient(z, 1.0)
+        row = solver.Constraint(-solver.infinity(), 0.0)
+        row.SetCoefficient(z, 1.0)
+        for i, s in gains.items():
+            row.SetCoefficient(x[i], -float(s))
+    for clique in problem.cliques:
+        if int(problem.length[clique].sum()) > problem.capacity_units:
+            row = solver.Constraint(-solver.infinity(), float(problem.capacity_units))
+            for i in clique:
+                row.SetCoefficient(x[int(i)], float(problem.length[i]))
+    objective.SetMaximization()
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    value = objective.Value()
+    return int(math.floor(value * (1 + 1e-9) + 1.0))
+
+
+def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solution:
+    """Solve ``scenario`` with the canonical packing search under ``config``: the best mapping
+    found (never worse than XLA-like), a proven lower bound on program time, and in ``info`` the
+    status (``optimal`` when the saving is proven best), nodes, bounds and wall time."""
+    begin = time.perf_counter()
+    w, hw = scenario.workload, scenario.hardware
+    problem = build_problem(scenario, config.resolution)
+    ids = problem.buffers
+    unit = problem.unit
+    xla = heuristics.xla_like(scenario)
+    lin, gains, o0 = _values(problem)
+    info = {"buffers_in_model": int(len(ids)), "unit_bytes": int(unit), "time_limit_s": config.time_limit_s}
+    candidates = [xla]
+    bound_saving = None
+    if len(ids):
+        start = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
+        start[ids] = xla[ids]
+        grid = drop_to_grid(scenario, start, unit)
+        initial = np.where(grid[ids] >= 0, grid[ids] // unit, -1).astype(np.int64)
+        # the program's own clock when it has one (MiniMalloc traces): widths in the preorders
+        _, lower, upper = minimalloc_rows(w)
+        offsets, value, ub, proven, nodes = packing.maximise_parts(
+            np.asarray(lower)[ids].astype(np.int64), np.asarray(upper)[ids].astype(np.int64) - 1,
+            problem.length.astype(np.int64),
+            int(problem.capacity_units), problem.max_offset.astype(np.int64), lin, gains,
+            time_limit_s=config.time_limit_s, initial=initial)
+        mapping = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
+        placed = offsets >= 0
+        mapping[ids[placed]] = offsets[placed] * unit
+        candidates.insert(0, mapping)
+        bound_saving = ub
+        info.update(nodes=int(nodes), saving=int(value), status="optimal" if proven else "feasible")
+        if config.lp_bound and not proven:
+            lp = lp_saving_bound(problem)
+            info["lp_saving_bound"] = lp
+            if lp is not None:
+                bound_saving = min(bound_saving, lp)
+        info["saving_bound"] = int(bound_saving)
+    else:
+        info.update(nodes=0, saving=0, status="optimal", saving_bound=0)
+        bound_saving = 0
+    times = [evaluate(w, m, hw).time for m in candidates]
+    best = int(np.argmin(times))
+    info["source"] = "pack" if len(candidates) == 2 and best == 0 else "xla"
+    lower = max(float(problem.time_of(o0 - bound_saving)) * (1.0 - BOUND_SAFETY), 0.0)
+    mapping = candidates[best]
+    if config.exact_s > 0 and info["status"] != "optimal":
+        from .exact import ExactConfig, solve_exact
+
+        polished = solve_exact(scenario, ExactConfig(time_limit_s=config.exact_s, resolution=config.resolution),
+                               initial=mapping, objective_floor=o0 - bound_saving)
+        info["exact"] = {k: polished.info.get(k) for k in ("status", "source", "wall_s")}
+        if evaluate(w, polished.offsets, hw).time < times[best]:
+            mapping, info["source"] = polished.offsets, "exact"
+        lower = max(lower, polished.time_lower_bound or 0.0)
+    info["wall_s"] = time.perf_counter() - begin
+    return Solution(mapping, time_lower_bound=lower, info=info)
+
+
+@dataclass
+class PackAgent:
+    """The canonical packing agent; ``pack:SECONDS`` sets ``config.time_limit_s``."""
+
+    config: PackConfig = field(default_factory=PackConfig)
+    name: str = "pack"
+
+    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """Deterministic: ``seed`` is accepted for the agent interface and not used."""
+        return solve_pack(scenario, self.config)
+
+
+def pack_factory(kind: str, arg: str | None) -> PackAgent:
+    """``pack`` (10 s), ``pack:SECONDS`` or ``pack:key=value,...`` (:class:`PackConfig` fields)."""
+    config = parse_config(PackConfig, arg, positional="time_limit_s", where=f"agent {kind!r}")
+    return PackAgent(config, name=kind if arg is None else f"{kind}:{arg}")

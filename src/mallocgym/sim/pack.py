@@ -1,0 +1,858 @@
+"""Packing fixed-interval rectangles by a search over canonical solutions.
+
+A rectangle (a buffer) ``b`` is live over the inclusive time interval ``[start[b], end[b]]`` and
+occupies ``size[b]`` address units; it may take any integer offset in ``[0, max_offset[b]]``
+(``capacity - size[b]`` by default). Two rectangles live at a common time must not share an
+address. :func:`pack` decides whether *all* rectangles fit and returns offsets;
+:func:`pack_max` chooses a subset of the highest total value that fits (the rest stay out,
+``-1``). Both work on plain integer arrays, so any caller (MallocGame-v0's agent
+:mod:`mallocgym.agents.pack`, or per-segment chunks of v1) can use them.
+
+The search follows the ideas published with MiniMalloc (M. D. Moffitt, "MiniMalloc: A
+Lightweight Memory Allocator for Hardware-Accelerated Machine Learning", ASPLOS 2023); the code
+is our own:
+
+* **Canonical solutions.** Any packing can be "dropped": taken in increasing offset order, each
+  rectangle falls to the highest top (``offset + size``) of the earlier ones it shares a time
+  with, or to 0. No rectangle rises, so the dropped packing is valid too. The search therefore
+  only builds packings rectangle by rectangle in nondecreasing offset, each placed at its
+  *lowest feasible offset* ``L[b]`` (the highest top of the placed rectangles that overlap it in
+  time), which is updated after every placement. Ties in offset are taken in a fixed preorder,
+  so each canonical packing is built along one path only.
+* **Sections and inference.** Time is cut into sections at every start and end; a section's
+  *floor* is the highest top placed in it. All rectangles still to be placed in a section go
+  above ``max(current offset, floor)``, one on top of another, so ``max(offset, floor) + the
+  sizes still to place there <= capacity`` must hold in every section, checked by a sweep after
+  every placement (decision mode).
+* **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
+  fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
+  there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
+  unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
+* **Partitions.** Rectangles whose live intervals form separate connected components of the
+  interval graph are packed apart (:func:`components`).
+* **Branching order.** Candidates are tried by lowest feasible offset, then by a static
+  preorder; :func:`pack` runs a round robin of preorders (widest first, largest area first,
+  ...) with a doubling node limit, as MiniMalloc's solver does.
+
+Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
+placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
+upper bound on what the rest can add is no better than the best found. The bound is a sum of
+fractional knapsacks: each still-placeable rectangle is given to one section it spans (the one
+with the least room above ``max(offset, floor)``), and each section's rectangles are packed
+fractionally by value density into that room. Values may be *capped per op* (the cost model's
+``min(saving, memory - compute)``): a rectangle's value is ``lin[b] + sum_j min(...)`` over its
+op gains, and the bound uses the uncapped gains, which never underestimate. Restarts (other
+child orders and preorders, a doubling node limit, a shared incumbent) run as limited
+discrepancy searches, round ``k`` allowing ``k`` departures from the first child on a path.
+
+The kernels are resumable: all search state lives in arrays, and :func:`_search` returns after a
+node budget, so the Python side can check a wall-clock limit between calls.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+__all__ = ["PackResult", "pack", "pack_max", "components", "PREORDERS", "FOUND", "EXHAUSTED", "BUDGET"]
+
+FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tree searched / budget
+# spent / the unplaced rectangles fell apart in time (decision mode; the caller solves the parts)
+BIG = np.int64(1) << np.int64(60)
+
+# Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
+# W = width (end - start + 1, in the caller's time unit), A = area (size x width), Z = size,
+# T = the largest total size of its sections, S = sections spanned, R = size x sections. The
+# S/R ones differ from W/A when the times are not consecutive (MiniMalloc's traces keep their
+# original clock): which family wins depends on the instance, so the round robin has both. The
+# four and their order were picked on MiniMalloc's A-E (docs/pack.md), so they fit those best.
+PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+
+
+# ----------------------------------------------------------------------------- static data
+@njit(cache=True)
+def _overlaps(start, end):
+    """CSR of the rectangles sharing a time with each rectangle (itself excluded); the caller
+    sorts each list by size."""
+    n = start.size
+    count = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        for j in range(n):
+            if i != j and start[j] <= end[i] and end[j] >= start[i]:
+                count[i + 1] += 1
+    ptr = np.cumsum(count)
+    idx = np.empty(ptr[n], dtype=np.int64)
+    k = 0
+    for i in range(n):
+        for j in range(n):
+            if i != j and start[j] <= end[i] and end[j] >= start[i]:
+                idx[k] = j
+                k += 1
+    return ptr, idx
+
+
+def _sections(start, end):
+    """Section range ``[s0, s1)`` of each rectangle and the number of sections: the time axis cut
+    at every start and every end + 1."""
+    points = np.unique(np.concatenate([start, end + 1]))
+    s0 = np.searchsorted(points, start).astype(np.int64)
+    s1 = np.searchsorted(points, end + 1).astype(np.int64)
+    return s0, s1, max(len(points) - 1, 0)
+
+
+def components(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """The connected components of the interval graph (rectangles whose live intervals chain
+    together), each as sorted indices; components are disjoint in time."""
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    if start.size == 0:
+        return []
+    order = np.argsort(start, kind="stable")
+    reach = np.maximum.accumulate(end[order])
+    cut = np.flatnonzero(start[order][1:] > reach[:-1]) + 1
+    return [np.sort(part) for part in np.split(order, cut)]
+
+
+def _preorder(name: str, start, end, size, s0, s1, nsec) -> np.ndarray:
+    """Rank (0 = first) of each rectangle under preorder ``name`` (keys descending, then id)."""
+    width = end - start + 1
+    total = np.zeros(nsec + 1, dtype=np.int64)
+    np.add.at(total, s0, size)
+    np.add.at(total, s1, -size)
+    total = np.cumsum(total)[:nsec]
+    section_max = np.array([total[a:b].max() if b > a else 0 for a, b in zip(s0, s1)], dtype=np.int64)
+    spans = s1 - s0
+    keys = {"W": width, "A": size * width, "Z": size, "T": section_max, "S": spans, "R": size * spans}
+    name, _, seed = name.partition("@")
+    if seed:  # a perturbed preorder for restarts: every key scaled by a random factor in [0.7, 1.3]
+        rng = np.random.default_rng(int(seed))
+        keys = {c: v * rng.uniform(0.7, 1.3, size.size) for c, v in keys.items()}
+    columns = [np.arange(size.size)] + [-keys[c] for c in reversed(name)]
+    order = np.lexsort(columns)
+    rank = np.empty(size.size, dtype=np.int64)
+    rank[order] = np.arange(size.size)
+    return rank
+
+
+# ------------------------------------------------------------------------------- the search
+@njit(cache=True)
+def _new_state(n, nsec, nops, size, s0, s1):
+    """Fresh search state arrays (nothing placed)."""
+    off = np.full(n, -1, dtype=np.int64)
+    low = np.zeros(n, dtype=np.int64)
+    floor = np.zeros(nsec, dtype=np.int64)
+    total = np.zeros(nsec, dtype=np.int64)
+    for b in range(n):
+        for s in range(s0[b], s1[b]):
+            total[s] += size[b]
+    acc = np.zeros(max(nops, 1), dtype=np.int64)
+    return off, low, floor, total, acc
+
+
+@njit(cache=True)
+def _gain(b, acc, opcap, lin, g_ptr, g_op, g_val, apply):
+    """Value added by placing ``b`` given the per-op accumulated gains ``acc``; ``apply`` 1 also
+    adds ``b``'s gains to ``acc``, -1 only removes them (and returns ``lin[b]``)."""
+    out = lin[b]
+    for j in range(g_ptr[b], g_ptr[b + 1]):
+        t, v = g_op[j], g_val[j]
+        a = acc[t]
+        if apply >= 0:
+            before = a if a < opcap[t] else opcap[t]
+            after = a + v if a + v < opcap[t] else opcap[t]
+            out += after - before
+            if apply == 1:
+                acc[t] = a + v
+        else:
+            acc[t] = a - v
+    return out
+
+
+@njit(cache=True)
+def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
+            lin, g_ptr, g_op, g_val, opcap, vbound, dord,
+            off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc):
+    """Resumable depth-first search over canonical packings.
+
+    ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
+    (lowest offset, preorder) when ``corder`` is 0, by preorder alone when 1 (any order keeps
+    the search complete; it only changes which packings come first). ``maxdisc >= 0`` limits
+    the path to that many discrepancies (children other than the first: limited discrepancy
+    search); ``meta[7]`` becomes 1 when that cut anything, so an exhausted tree is a proof only
+    while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut]``.
+    Returns ``(status, cstore)`` (``cstore``, the per-depth candidate lists, may have grown).
+    """
+    n = size.size
+    nsec = floor.size
+    depth, nodes, expand, value, best = meta[0], meta[1], meta[2], meta[3], meta[4]
+    lcount, fcount = meta[5], meta[6]
+    keys = np.empty(n, dtype=np.int64)
+    cand = np.empty(n, dtype=np.int64)
+    used = np.zeros(nsec, dtype=np.int64)
+    spent = 0
+    status = BUDGET
+    while True:
+        if expand == 1:
+            if spent >= budget:
+                status = BUDGET
+                break
+            spent += 1
+            nodes += 1
+            expand = 0
+            last_off, last_pre = np.int64(-1), np.int64(-1)
+            if depth > 0:
+                last_off, last_pre = off[pb[depth - 1]], pre[pb[depth - 1]]
+            if mode == 0:
+                if depth == n:
+                    for b in range(n):
+                        best_off[b] = off[b]
+                    status = FOUND
+                    break
+            else:
+                if value > best:
+                    best = value
+                    for b in range(n):
+                        best_off[b] = off[b]
+            if mode == 0 and depth > 0 and depth < n:
+                o = last_off
+                ok = True
+                # every section's unplaced rectangles, stacked from max(offset, floor) in order of
+                # lowest offset (optimal for a one-machine makespan with release times), fit
+                # A rectangle behind the canonical order (lowest offset below the last one's, or
+                # equal with an earlier preorder) can only be placed once an overlapping one is
+                # placed under it, at >= o: its release is o + the smallest such size.
+                m = 0
+                for e in range(n):
+                    if off[e] < 0:
+                        r = low[e] if low[e] > o else o
+                        if low[e] < o or (low[e] == o and pre[e] < last_pre):
+                            smallest = BIG
+                            for j in range(ov_ptr[e], ov_ptr[e + 1]):  # sorted by size
+                                f = ov_idx[j]
+                                if off[f] < 0:
+                                    smallest = size[f]
+                                    break
+                            if smallest == BIG or o + smallest > maxoff[e]:
+                                ok = False
+                                break
+                            r = o + smallest if o + smallest > low[e] else low[e]
+                        keys[m] = r
+                        cand[m] = e
+                        m += 1
+                for s in range(nsec):
+                    used[s] = floor[s] if floor[s] > o else o
+                order = np.argsort(keys[:m])
+                for i in range(m):
+                    if not ok:
+                        break
+                    e = cand[order[i]]
+                    for s in range(s0[e], s1[e]):
+                        t = used[s] if used[s] > keys[order[i]] else keys[order[i]]
+                        t += size[e]
+                        if t > cap:
+                            ok = False
+                            break
+                        used[s] = t
+                    if not ok:
+                        break
+                if not ok:
+                    cnt[depth] = 0
+                    ti[depth] = 0
+                    brk[depth] = 0
+                    continue
+                # dynamic decomposition: a boundary no unplaced rectangle crosses, with unplaced
+                # rectangles on both sides, splits the rest into independent problems
+                lo_end, hi_start = BIG, np.int64(-1)
+                for e in range(n):
+                    if off[e] < 0:
+                        if s1[e] < lo_end:
+                            lo_end = s1[e]
+                        if s0[e] > hi_start:
+                            hi_start = s0[e]
+                for k in range(lo_end - 1, hi_start):
+                    if k >= 0 and k < cuts.size and cuts[k] == 0:
+                        status = SPLIT
+                        break
+                if status == SPLIT:
+                    break
+            # candidates: unplaced, still fitting, canonical order, not dominated
+            min_height = BIG
+            k = 0
+            for b in range(n):
+                if off[b] >= 0:
+                    continue
+                lb = low[b] if low[b] > last_off else last_off
+                if lb > maxoff[b]:
+                    continue
+                h = low[b] + size[b]
+                if low[b] <= maxoff[b] and h < min_height:
+                    min_height = h
+                if low[b] < last_off or (low[b] == last_off and pre[b] < last_pre):
+                    continue
+                cand[k] = b
+                k += 1
+            m = 0
+            for i in range(k):
+                b = cand[i]
+                if low[b] < min_height:
+                    keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
+                    cand[m] = b
+                    m += 1
+            if mode == 1 and m > 0:
+                # bound: value + fractional knapsacks of the placeable rest, one section each
+                for s in range(nsec):
+                    base = floor[s] if floor[s] > last_off else last_off
+                    used[s] = base
+                extra = 0.0
+                for i in range(n):
+                    b = dord[i]
+                    if off[b] >= 0 or vbound[b] <= 0:
+                        continue
+                    lb = low[b] if low[b] > last_off else last_off
+                    if lb > maxoff[b]:
+                        continue
+                    sbest, room = -1, BIG
+                    for s in range(s0[b], s1[b]):
+                        r = cap - used[s]
+                        if r < room:
+                            room = r
+                            sbest = s
+                    if room <= 0 or sbest < 0:
+                        continue
+                    if size[b] <= room:
+                        used[sbest] += size[b]
+                        extra += vbound[b]
+                    else:
+                        used[sbest] = cap
+                        extra += vbound[b] * room / size[b]
+                if value + extra < best + 1.0 - 1e-9 * (1.0 + abs(value + extra)):
+                    m = 0  # cannot beat the best: no children
+            # sort the candidates by (lowest offset, preorder)
+            if m > 1:
+                order = np.argsort(keys[:m])
+                tmp = cand[:m].copy()
+                for i in range(m):
+                    cand[i] = tmp[order[i]]
+            base = cptr[depth]
+            if base + m > cstore.size:
+                grown = np.empty(max(2 * cstore.size, base + m + n), dtype=np.int64)
+                grown[:base] = cstore[:base]
+                cstore = grown
+            for i in range(m):
+                cstore[base + i] = cand[i]
+            cnt[depth] = m
+            ti[depth] = 0
+            brk[depth] = 0
+        # next child of the node at `depth`
+        if ti[depth] >= cnt[depth] or brk[depth] == 1:
+            if depth == 0:
+                status = EXHAUSTED
+                break
+            depth -= 1
+            c = pb[depth]
+            # undo the placement of c
+            for j in range(lcount - 1, lptr[depth] - 1, -1):
+                low[llog_b[j]] = llog_v[j]
+            lcount = lptr[depth]
+            for j in range(fcount - 1, fptr[depth] - 1, -1):
+                floor[flog_s[j]] = flog_v[j]
+            fcount = fptr[depth]
+            for s in range(s0[c], s1[c]):
+                total[s] += size[c]
+            for k in range(s0[c], s1[c] - 1):
+                cuts[k] += 1
+            if mode == 1:
+                _gain(c, acc, opcap, lin, g_ptr, g_op, g_val, -1)
+                value -= _gain(c, acc, opcap, lin, g_ptr, g_op, g_val, 0)
+            off[c] = -1
+            if hl[depth] == 1:  # c overlapped no unplaced rectangle: no sibling can do better
+                brk[depth] = 1
+            continue
+        if maxdisc >= 0 and ti[depth] > 0 and disc[depth] >= maxdisc:
+            meta[7] = 1  # the discrepancy limit cuts the rest of this node's children
+            brk[depth] = 1
+            continue
+        c = cstore[cptr[depth] + ti[depth]]
+        disc[depth + 1] = disc[depth] + (1 if ti[depth] > 0 else 0)
+        ti[depth] += 1
+        o = low[c]
+        off[c] = o
+        top = o + size[c]
+        hat = False
+        ok = True
+        start_l = lcount
+        for j in range(ov_ptr[c], ov_ptr[c + 1]):
+            e = ov_idx[j]
+            if off[e] >= 0:
+                continue
+            hat = True
+            if low[e] < top:
+                if lcount >= llog_b.size:
+                    ok = False  # cannot happen: the log holds n * n entries
+                    break
+                llog_b[lcount] = e
+                llog_v[lcount] = low[e]
+                lcount += 1
+                low[e] = top
+                if mode == 0 and top > maxoff[e]:
+                    ok = False
+        start_f = fcount
+        for s in range(s0[c], s1[c]):
+            flog_s[fcount] = s
+            flog_v[fcount] = floor[s]
+            fcount += 1
+            floor[s] = top
+            total[s] -= size[c]
+        if ok and mode == 0:
+            for s in range(nsec):
+                f = floor[s] if floor[s] > o else o
+                if f + total[s] > cap:
+                    ok = False
+                    break
+        if not ok:
+            for j in range(lcount - 1, start_l - 1, -1):
+                low[llog_b[j]] = llog_v[j]
+            lcount = start_l
+            for j in range(fcount - 1, start_f - 1, -1):
+                floor[flog_s[j]] = flog_v[j]
+            fcount = start_f
+            for s in range(s0[c], s1[c]):
+                total[s] += size[c]
+            off[c] = -1
+            if not hat:
+                brk[depth] = 1
+            continue
+        if mode == 1:
+            value += _gain(c, acc, opcap, lin, g_ptr, g_op, g_val, 1)
+        for k in range(s0[c], s1[c] - 1):
+            cuts[k] -= 1
+        pb[depth] = c
+        hl[depth] = 0 if hat else 1
+        lptr[depth] = start_l
+        fptr[depth] = start_f
+        depth += 1
+        cptr[depth] = cptr[depth - 1] + cnt[depth - 1]
+        expand = 1
+    meta[0], meta[1], meta[2], meta[3], meta[4] = depth, nodes, expand, value, best
+    meta[5], meta[6] = lcount, fcount
+    return status, cstore
+
+
+# ---------------------------------------------------------------------------- the Python side
+@dataclass(frozen=True)
+class PackResult:
+    """What :func:`pack` and :func:`pack_max` return.
+
+    Attributes:
+      offsets: ``int64[n]`` offset of each rectangle, ``-1`` where it is left out (:func:`pack`
+        leaves all at -1 unless it placed every rectangle).
+      status: ``"optimal"`` (:func:`pack`: every rectangle placed; :func:`pack_max`: the value is
+        proven the best), ``"feasible"`` (:func:`pack_max`: the best found before the time limit,
+        not proven), ``"infeasible"`` (:func:`pack`: proven that not all fit) or ``"unknown"``
+        (:func:`pack`: the time limit came first).
+      value: total value of the placed rectangles (:func:`pack`: their total size).
+      upper_bound: a proven upper bound on the value (:func:`pack_max`; equals ``value`` when
+        optimal), or None.
+      nodes: search nodes visited.
+      wall_s: seconds spent.
+    """
+
+    offsets: np.ndarray
+    status: str
+    value: int
+    upper_bound: int | None
+    nodes: int
+    wall_s: float
+
+
+@dataclass
+class _Part:
+    """One component's arrays, reindexed to ``0..n-1`` (``ids`` maps back)."""
+
+    ids: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    size: np.ndarray
+    maxoff: np.ndarray
+    s0: np.ndarray
+    s1: np.ndarray
+    nsec: int
+    ov_ptr: np.ndarray
+    ov_idx: np.ndarray
+    cap: int
+    preorders: dict = field(default_factory=dict)
+
+    @classmethod
+    def make(cls, ids, start, end, size, maxoff, cap):
+        st, en = start[ids] - start[ids].min(), end[ids] - start[ids].min()
+        s0, s1, nsec = _sections(st, en)
+        ov_ptr, ov_idx = _overlaps(st, en)
+        sz = size[ids]
+        for i in range(len(ids)):  # each list by size, smallest first (the kernel stops early)
+            seg = ov_idx[ov_ptr[i]:ov_ptr[i + 1]]
+            ov_idx[ov_ptr[i]:ov_ptr[i + 1]] = seg[np.argsort(sz[seg], kind="stable")]
+        return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap))
+
+    def preorder(self, name: str) -> np.ndarray:
+        if name not in self.preorders:
+            self.preorders[name] = _preorder(name, self.start, self.end, self.size, self.s0, self.s1, self.nsec)
+        return self.preorders[name]
+
+    def section_totals(self) -> np.ndarray:
+        total = np.zeros(self.nsec + 1, dtype=np.int64)
+        np.add.at(total, self.s0, self.size)
+        np.add.at(total, self.s1, -self.size)
+        return np.cumsum(total)[: self.nsec]
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class _Run:
+    """A resumable search over one part (state arrays + the kernel call)."""
+
+    def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
+                 low0=None, corder: int = 0, maxdisc: int = -1):
+        n = part.size.size
+        self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
+        self.corder, self.maxdisc = corder, maxdisc
+        self.disc = np.zeros(n + 2, dtype=np.int64)
+        if lin is None:
+            lin = np.zeros(n, dtype=np.int64)
+        if gains is None:
+            gains = (np.zeros(n + 1, dtype=np.int64), _EMPTY, _EMPTY, np.zeros(1, dtype=np.int64))
+        self.lin = np.ascontiguousarray(lin, dtype=np.int64)
+        self.g_ptr, self.g_op, self.g_val, self.opcap = (np.ascontiguousarray(a, dtype=np.int64) for a in gains)
+        self.vbound = (self.lin + np.add.reduceat(np.append(self.g_val, 0), self.g_ptr[:-1])
+                       * (np.diff(self.g_ptr) > 0)).astype(np.float64)
+        density = self.vbound / np.maximum(part.size, 1)
+        self.dord = np.lexsort((np.arange(n), -density)).astype(np.int64)
+        nops = self.opcap.size
+        self.state = _new_state(n, part.nsec, nops, part.size, part.s0, part.s1)
+        if low0 is not None:
+            self.state[1][:] = low0
+        diff = np.zeros(part.nsec + 1, dtype=np.int64)
+        np.add.at(diff, part.s0, 1)
+        np.add.at(diff, np.maximum(part.s1 - 1, part.s0), -1)
+        self.cuts = np.cumsum(diff)[: max(part.nsec - 1, 0)].astype(np.int64)
+        self.meta = np.array([0, 0, 1, 0, best, 0, 0, 0], dtype=np.int64)
+        self.pb = np.zeros(n + 1, dtype=np.int64)
+        self.hl = np.zeros(n + 1, dtype=np.int64)
+        self.ti = np.zeros(n + 1, dtype=np.int64)
+        self.cnt = np.zeros(n + 1, dtype=np.int64)
+        self.cptr = np.zeros(n + 2, dtype=np.int64)
+        self.brk = np.zeros(n + 1, dtype=np.int64)
+        self.lptr = np.zeros(n + 1, dtype=np.int64)
+        self.fptr = np.zeros(n + 1, dtype=np.int64)
+        self.llog_b = np.zeros(int(part.ov_ptr[-1]) + 1, dtype=np.int64)
+        self.llog_v = np.zeros_like(self.llog_b)
+        spans = int((part.s1 - part.s0).sum()) + 1
+        self.flog_s = np.zeros(spans, dtype=np.int64)
+        self.flog_v = np.zeros(spans, dtype=np.int64)
+        self.cstore = np.zeros(max(8 * n, 16), dtype=np.int64)
+        self.best_off = np.full(n, -1, dtype=np.int64)
+        self.status = BUDGET
+
+    @property
+    def nodes(self) -> int:
+        return int(self.meta[1])
+
+    @property
+    def best(self) -> int:
+        return int(self.meta[4])
+
+    def step(self, budget: int) -> int:
+        p = self.part
+        off, low, floor, total, acc = self.state
+        self.status, self.cstore = _search(
+            self.mode, self.corder, self.maxdisc, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
+            p.ov_ptr, p.ov_idx, self.pre,
+            self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
+            off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
+            self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
+            self.cstore, self.best_off, self.cuts, self.disc)
+        return self.status
+
+
+def _ints(a, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"{name} must be a 1-D array of integers, got shape {arr.shape} dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _check(start, end, size, capacity, max_offset, time_limit_s):
+    start, end, size = _ints(start, "start"), _ints(end, "end"), _ints(size, "size")
+    if not (start.size == end.size == size.size):
+        raise ValueError(f"start, end and size must have one entry per rectangle, got {start.size}, "
+                         f"{end.size}, {size.size}")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
+        raise ValueError(f"capacity must be an integer >= 0, got {capacity!r}")
+    if np.any(end < start):
+        b = int(np.flatnonzero(end < start)[0])
+        raise ValueError(f"rectangle {b}: end {end[b]} is before start {start[b]}")
+    if np.any(size < 1):
+        b = int(np.flatnonzero(size < 1)[0])
+        raise ValueError(f"rectangle {b}: size {size[b]} must be >= 1")
+    if not (isinstance(time_limit_s, (int, float)) and not isinstance(time_limit_s, bool)
+            and math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise ValueError(f"time_limit_s must be a finite number > 0, got {time_limit_s!r}")
+    maxoff = int(capacity) - size if max_offset is None else _ints(max_offset, "max_offset")
+    if maxoff.size != size.size:
+        raise ValueError(f"max_offset must have one entry per rectangle, got {maxoff.size}")
+    maxoff = np.minimum(maxoff, int(capacity) - size)
+    return start, end, size, int(capacity), maxoff
+
+
+CHUNK = 4_000  # nodes per kernel call between clock checks
+
+
+class _Limit(Exception):
+    """The node limit or the deadline of a decision search was reached."""
+
+
+def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
+    """Place every rectangle of ``part`` (offsets >= ``low0``) under preorder ``name``: local
+    offsets, or None when proven impossible. When the unplaced rectangles fall apart in time
+    (``SPLIT``), each piece is solved on its own, recursively; ``budget[0]`` counts down the
+    nodes left, and :class:`_Limit` is raised when it or the deadline runs out."""
+    run = _Run(part, 0, part.preorder(name), low0=low0)
+    while True:
+        before = run.nodes
+        status = run.step(max(min(CHUNK, budget[0]), 1))
+        budget[0] -= run.nodes - before
+        if status == FOUND:
+            return run.best_off.copy()
+        if status == EXHAUSTED:
+            return None
+        if status == SPLIT:
+            off, low = run.state[0], run.state[1]
+            rest = np.flatnonzero(off < 0)
+            result = off.copy()
+            ok = True
+            for piece in components(part.start[rest], part.end[rest]):
+                ids = rest[piece]
+                sub = _Part.make(ids, part.start, part.end, part.size, part.maxoff, part.cap)
+                local = _solve_part(sub, name, low[ids], budget, deadline)
+                if local is None:
+                    ok = False
+                    break
+                result[ids] = local
+            if ok:
+                return result
+            depth = run.meta[0]  # the split node has no solution: backtrack from it
+            run.cnt[depth], run.ti[depth], run.brk[depth] = 0, 0, 0
+        if budget[0] <= 0 or time.perf_counter() >= deadline:
+            raise _Limit
+
+
+def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
+    """Round robin of preorders with a doubling node limit: ``("optimal", offsets, nodes)``,
+    ``("infeasible", None, nodes)`` or ``("unknown", None, nodes)`` at the deadline."""
+    n = part.size.size
+    if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
+        return "infeasible", None, 0
+    nodes, limit = 0, max(n, 16)
+    while True:
+        limit *= 2
+        for name in preorders:
+            budget = [limit]
+            try:
+                local = _solve_part(part, name, None, budget, deadline)
+            except _Limit:
+                nodes += limit - budget[0]
+                if time.perf_counter() >= deadline:
+                    return "unknown", None, nodes
+                continue
+            nodes += limit - budget[0]
+            if local is None:
+                return "infeasible", None, nodes
+            return "optimal", local, nodes
+
+
+def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
+         preorders=PREORDERS) -> PackResult:
+    """Place *every* rectangle ``b`` (live over ``[start[b], end[b]]``, ``size[b]`` units) in
+    ``[0, capacity)`` with no two co-live rectangles sharing a unit, or prove it impossible.
+
+    ``max_offset`` optionally lowers each rectangle's highest offset (default ``capacity -
+    size``). Components of the interval graph are solved apart, each by a round robin of the
+    ``preorders`` with a doubling node limit; ``time_limit_s`` (> 0) bounds the whole call.
+    Returns :class:`PackResult` with status ``optimal`` (offsets set), ``infeasible`` or
+    ``unknown`` (the limit came first); sizes must be >= 1.
+    """
+    begin = time.perf_counter()
+    start, end, size, cap, maxoff = _check(start, end, size, capacity, max_offset, time_limit_s)
+    deadline = begin + time_limit_s
+    offsets = np.full(size.size, -1, dtype=np.int64)
+    nodes = 0
+    for ids in components(start, end):
+        part = _Part.make(ids, start, end, size, maxoff, cap)
+        status, local, used = _decide(part, deadline, preorders)
+        nodes += used
+        if status != "optimal":
+            return PackResult(np.full(size.size, -1, dtype=np.int64), status, 0, None, nodes,
+                              time.perf_counter() - begin)
+        offsets[ids] = local
+    return PackResult(offsets, "optimal", int(size.sum()), int(size.sum()), nodes, time.perf_counter() - begin)
+
+
+def _fits_bound(part: _Part, vbound: np.ndarray) -> float:
+    """Root bound of the optimisation: per-section fractional knapsacks (as in the kernel)."""
+    used = np.zeros(part.nsec, dtype=np.int64)
+    extra = 0.0
+    density = vbound / np.maximum(part.size, 1)
+    for b in np.lexsort((np.arange(part.size.size), -density)):
+        if vbound[b] <= 0 or part.maxoff[b] < 0:
+            continue
+        span = np.arange(part.s0[b], part.s1[b])
+        room = part.cap - used[span]
+        s = span[int(np.argmin(room))]
+        r = part.cap - used[s]
+        if r <= 0:
+            continue
+        if part.size[b] <= r:
+            used[s] += part.size[b]
+            extra += vbound[b]
+        else:
+            used[s] = part.cap
+            extra += vbound[b] * r / part.size[b]
+    return extra
+
+
+def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: float,
+                   initial=None, preorder: str = "density", decide_share: float = 0.6):
+    """Pick and place a subset of the highest value, component by component (the kernel of
+    :func:`pack_max`, also used by :mod:`mallocgym.agents.pack`).
+
+    ``lin[b]`` is rectangle ``b``'s own value; ``gains = (g_ptr, g_op, g_val, opcap)`` (or None)
+    adds per-op gains ``g_val[j]`` at op ``g_op[j]`` for ``j`` in ``g_ptr[b]:g_ptr[b+1]``, the
+    sum at op ``t`` being capped at ``opcap[t]``; ops must not be shared between components (ops
+    inside the live intervals are not). ``initial`` (offsets, or None) is a known packing: the
+    search looks only for better ones and keeps it otherwise. Returns ``(offsets, value,
+    upper_bound, proven, nodes)``.
+    """
+    begin = time.perf_counter()
+    deadline = begin + time_limit_s
+    n = size.size
+    offsets = np.full(n, -1, dtype=np.int64)
+    if gains is None:
+        gains = (np.zeros(n + 1, dtype=np.int64), _EMPTY, _EMPTY, np.zeros(1, dtype=np.int64))
+    g_ptr, g_op, g_val, opcap = gains
+    parts = components(start, end)
+    weights = np.array([len(p) for p in parts], dtype=float)
+    total_value, total_bound, proven, nodes = 0, 0, True, 0
+    for k, ids in enumerate(parts):
+        part = _Part.make(ids, start, end, size, maxoff, cap)
+        # this part's value arrays, ops renumbered
+        lo, hi = g_ptr[ids], g_ptr[ids + 1]
+        p_ptr = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+        sel = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]).astype(np.int64) if len(ids) else _EMPTY
+        ops = g_op[sel]
+        uniq, p_op = np.unique(ops, return_inverse=True)
+        p_gains = (p_ptr, p_op.astype(np.int64), g_val[sel].astype(np.int64),
+                   opcap[uniq].astype(np.int64) if uniq.size else np.zeros(1, dtype=np.int64))
+        p_lin = lin[ids].astype(np.int64)
+        now = time.perf_counter()
+        share = max(deadline - now, 0.0) * weights[k] / weights[k:].sum()
+        part_deadline = now + share
+        vb = (p_lin + np.add.reduceat(np.append(p_gains[2], 0), p_ptr[:-1]) * (np.diff(p_ptr) > 0)).astype(float)
+
+        def value_of(local):
+            placed = local >= 0
+            acc = np.zeros(max(p_gains[3].size, 1), dtype=np.int64)
+            owner = np.repeat(np.arange(len(ids)), np.diff(p_ptr))
+            np.add.at(acc, p_gains[1][placed[owner]], p_gains[2][placed[owner]])
+            return int(p_lin[placed].sum() + np.minimum(acc[: p_gains[3].size], p_gains[3]).sum())
+
+        start_local = None if initial is None else initial[ids]
+        best_value = value_of(start_local) if start_local is not None else 0
+        all_value = value_of(np.zeros(len(ids), dtype=np.int64))
+        bound = all_value
+        # 1. does everything fit? (then it is optimal: values never decrease with more placed)
+        status, local, used = _decide(part, now + share * decide_share, PREORDERS)
+        nodes += used
+        if status == "optimal":
+            offsets[ids] = local
+            total_value += all_value
+            total_bound += all_value
+            continue
+        bound = min(bound, int(math.floor(_fits_bound(part, vb) * (1 + 1e-9) + 1e-6)))
+        # 2. branch and bound, looking only for packings better than the best known; restarts
+        # with other preorders and a doubling node limit share that incumbent, and any run that
+        # searches its whole tree proves the incumbent optimal
+        names = [(preorder, 1), (preorder, 0)] + [(p, 0) for p in PREORDERS if p != preorder]
+        if start_local is not None:  # first, the neighbourhood of the initial packing
+            names.insert(0, ("initial", 0))
+        if start_local is not None:
+            chosen, value, floor_value = start_local, best_value, best_value - 1
+        else:
+            chosen, value, floor_value = np.full(len(ids), -1, dtype=np.int64), 0, -1
+        limit, exhausted, rnd = max(len(ids), 16) * 8, False, 0
+        while not exhausted and time.perf_counter() < part_deadline:
+            for name, corder in names:
+                if name == "initial":  # its placed rectangles by offset, then by density
+                    key = np.where(start_local >= 0, start_local, np.iinfo(np.int64).max)
+                    order = np.lexsort((np.arange(len(ids)), -(vb / part.size), key))
+                    pre = np.empty(len(ids), dtype=np.int64)
+                    pre[order] = np.arange(len(ids))
+                else:
+                    pre = _opt_preorder(part, vb) if name == "density" else part.preorder(name)
+                # limited discrepancy first (round k allows k), so that early decisions change too
+                run = _Run(part, 1, pre, p_lin, p_gains, best=floor_value, corder=corder, maxdisc=rnd)
+                while run.nodes < limit:
+                    status = run.step(min(CHUNK, limit - run.nodes))
+                    if status == EXHAUSTED or time.perf_counter() >= part_deadline:
+                        break
+                nodes += run.nodes
+                if run.best > floor_value:
+                    chosen, value = run.best_off.copy(), run.best
+                floor_value = value
+                if status == EXHAUSTED and run.meta[7] == 0:
+                    exhausted = True
+                if exhausted or time.perf_counter() >= part_deadline:
+                    break
+            limit *= 2
+            rnd += 1
+        status = EXHAUSTED if exhausted else BUDGET
+        offsets[ids] = chosen
+        total_value += value
+        if status == EXHAUSTED:
+            total_bound += value
+        else:
+            proven = False
+            total_bound += max(bound, value)
+    return offsets, total_value, total_bound, proven, nodes
+
+
+def _opt_preorder(part: _Part, vb: np.ndarray) -> np.ndarray:
+    """Ties in lowest offset go to the best value density first, then the widest."""
+    width = part.end - part.start + 1
+    order = np.lexsort((np.arange(part.size.size), -width, -(vb / part.size)))
+    rank = np.empty(part.size.size, dtype=np.int64)
+    rank[order] = np.arange(part.size.size)
+    return rank
+
+
+def pack_max(start, end, size, capacity: int, value, *, max_offset=None, time_limit_s: float = 10.0) -> PackResult:
+    """Choose the rectangles to place so that their total ``value`` (``int64[n]``, >= 0) is the
+    largest, and place them; the others get ``-1``.
+
+    Each component first tries to place everything (:func:`pack`, 60 % of its time); if
+    that fails, branch and bound over canonical packings (module docstring) until the tree is
+    searched (status ``optimal``) or the time share runs out (``feasible``, with a proven
+    ``upper_bound``). ``time_limit_s`` (> 0) bounds the whole call.
+    """
+    begin = time.perf_counter()
+    start, end, size, cap, maxoff = _check(start, end, size, capacity, max_offset, time_limit_s)
+    value = _ints(value, "value")
+    if value.size != size.size or np.any(value < 0):
+        raise ValueError("value must hold one integer >= 0 per rectangle")
+    offsets, total, bound, proven, nodes = maximise_parts(start, end, size, cap, maxoff, value, None,
+                                                          time_limit_s=time_limit_s)
+    return PackResult(offsets, "optimal" if proven else "feasible", int(total), int(max(bound, total)), nodes,
+                      time.perf_counter() - begin)

@@ -1,0 +1,254 @@
+"""The canonical packing search (mallocgym.sim.pack) and the `pack` agent: brute force on tiny
+instances, the canonical rules by hand, planted optima, the cost model, bad input."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mallocgym import Hardware, Workload, evaluate
+from mallocgym.agents import make_agent
+from mallocgym.agents.pack import PackConfig, solve_pack
+from mallocgym.scenarios import Scenario, planted
+from mallocgym.sim import pack as P
+
+from conftest import mlp_scenario
+
+
+# ------------------------------------------------------------------------------ brute force
+def overlaps(start, end, i, j) -> bool:
+    return start[i] <= end[j] and start[j] <= end[i]
+
+
+def valid(start, end, size, cap, offsets) -> bool:
+    """Every placed rectangle inside [0, cap), no two co-live ones sharing a unit."""
+    n = len(size)
+    for i in range(n):
+        if offsets[i] >= 0 and offsets[i] + size[i] > cap:
+            return False
+    for i, j in itertools.combinations(range(n), 2):
+        if offsets[i] >= 0 and offsets[j] >= 0 and overlaps(start, end, i, j) \
+                and offsets[i] < offsets[j] + size[j] and offsets[j] < offsets[i] + size[i]:
+            return False
+    return True
+
+
+def brute_best(start, end, size, cap, value, require_all=False) -> int | None:
+    """The best total value over every assignment (each rectangle out, or at any offset):
+    the plain definition, no canonical form. None if ``require_all`` and nothing fits."""
+    n = len(size)
+    best = None
+    choices = [([] if require_all else [-1]) + list(range(cap - size[b] + 1)) for b in range(n)]
+    for offsets in itertools.product(*choices):
+        if valid(start, end, size, cap, offsets):
+            v = sum(value[b] for b in range(n) if offsets[b] >= 0)
+            best = v if best is None else max(best, v)
+    return best
+
+
+def tiny_instance(rng):
+    n = int(rng.integers(1, 6))
+    cap = int(rng.integers(1, 7))
+    start = rng.integers(0, 5, n)
+    end = start + rng.integers(0, 4, n)
+    size = rng.integers(1, cap + 1, n)
+    return start, end, size, cap
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pack_decides_like_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        start, end, size, cap = tiny_instance(rng)
+        truth = brute_best(start, end, size, cap, [1] * len(size), require_all=True)
+        got = P.pack(start, end, size, cap, time_limit_s=5)
+        assert got.status == ("infeasible" if truth is None else "optimal")
+        if got.status == "optimal":
+            assert np.all(got.offsets >= 0) and valid(start, end, size, cap, got.offsets)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pack_max_is_optimal_like_brute_force(seed):
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(20):
+        start, end, size, cap = tiny_instance(rng)
+        value = rng.integers(0, 10, len(size))
+        truth = brute_best(start, end, size, cap, value)
+        got = P.pack_max(start, end, size, cap, value, time_limit_s=5)
+        assert got.status == "optimal"
+        assert got.value == truth == got.upper_bound
+        assert valid(start, end, size, cap, got.offsets)
+        assert got.value == int(value[got.offsets >= 0].sum())
+
+
+# ------------------------------------------------------------------------ the rules by hand
+def test_canonical_offsets_are_zero_or_a_top_below():
+    # A [0,1] 2 units, B [1,2] 1 unit, C [2,3] 2 units, capacity 3: B must sit on A (at 2), and
+    # C, which shares op 2 with B only, goes under B at 0.
+    got = P.pack([0, 1, 2], [1, 2, 3], [2, 1, 2], 3, time_limit_s=5)
+    assert got.status == "optimal" and got.offsets.tolist() == [0, 2, 0]
+    # on any packed instance every offset is 0 or the top of a co-live rectangle below it
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        start, end, size, cap = tiny_instance(rng)
+        got = P.pack(start, end, size, cap, time_limit_s=5)
+        if got.status != "optimal":
+            continue
+        for b, o in enumerate(got.offsets):
+            tops = {got.offsets[j] + size[j] for j in range(len(size)) if j != b and overlaps(start, end, b, j)}
+            assert o == 0 or o in tops
+
+
+def test_section_capacity_proves_infeasible_without_search():
+    # three rectangles live at op 1, 2 + 2 + 2 units > capacity 5: no node is searched
+    got = P.pack([0, 1, 1], [1, 1, 2], [2, 2, 2], 5, time_limit_s=5)
+    assert got.status == "infeasible" and got.nodes == 0
+    assert np.all(got.offsets == -1)
+
+
+def test_components_split_where_no_interval_crosses():
+    parts = P.components([0, 5, 2, 6, 9], [2, 6, 3, 8, 9])
+    assert [p.tolist() for p in parts] == [[0, 2], [1, 3], [4]]
+    assert P.components([], []) == []
+
+
+def test_max_offset_lowers_where_a_rectangle_may_go():
+    # two co-live rectangles of 1 unit in 2: the first may only be at 0
+    got = P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 1], time_limit_s=5)
+    assert got.offsets.tolist() == [0, 1]
+    assert P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 0], time_limit_s=5).status == "infeasible"
+
+
+# ------------------------------------------------------------------------------ planted optima
+@pytest.mark.parametrize("seed", range(4))
+def test_planted_instances_are_packed_fully(seed):
+    scenario, known = planted(seed, n_buffers=48)
+    w = scenario.workload
+    got = P.pack(w.start, w.end, w.size, int(scenario.hardware.fast_capacity), time_limit_s=20)
+    assert got.status == "optimal"
+    assert evaluate(w, got.offsets, scenario.hardware).placed_bytes_fraction == 1.0
+    solution = make_agent("pack:20").solve(scenario)
+    ev = evaluate(w, solution.offsets, scenario.hardware)
+    assert ev.placed_bytes_fraction == 1.0 and solution.info["status"] == "optimal"
+    assert ev.time == pytest.approx(evaluate(w, known, scenario.hardware).time, rel=1e-12)
+
+
+# ---------------------------------------------------------------------- the agent, cost model
+def brute_time(workload: Workload, hardware: Hardware) -> float:
+    """The least program time over every mapping (each buffer slow or at any aligned offset)."""
+    n, cap, align = workload.num_buffers, hardware.fast_capacity, hardware.alignment
+    best = None
+    choices = [[-1] + list(range(0, cap - int(workload.size[b]) + 1, align)) for b in range(n)]
+    for offsets in itertools.product(*choices):
+        try:
+            t = evaluate(workload, list(offsets), hardware).time
+        except ValueError:
+            continue
+        best = t if best is None else min(best, t)
+    return best
+
+
+def random_program(rng, index):
+    n_ops, n = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    size = rng.integers(1, 4, n) * 2
+    start = rng.integers(0, n_ops, n)
+    end = start + rng.integers(0, n_ops - start)
+    accesses = [[(int(t), int(rng.integers(0, 3 * size[b] + 1)), k == 0)
+                 for k, t in enumerate(rng.integers(start[b], end[b] + 1, int(rng.integers(1, 3))))]
+                for b in range(n)]
+    op_bytes = np.zeros(n_ops)
+    for rows in accesses:
+        for t, nbytes, _ in rows:
+            op_bytes[t] += nbytes
+    flops = (op_bytes / 1000.0) * rng.uniform(0.0, 1.2, n_ops) * (rng.random(n_ops) < 0.6) * 1e12
+    workload = Workload.from_buffers(f"r{index}", flops.tolist(), size.tolist(), start.tolist(), end.tolist(), accesses)
+    hardware = Hardware(peak_flops=1e12, slow_bw=1000.0, fast_bw=10000.0, fast_capacity=int(rng.integers(2, 7)),
+                        alignment=int(rng.choice([1, 2])))
+    return workload, hardware
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_agent_matches_brute_force_on_the_cost_model(index):
+    workload, hardware = random_program(np.random.default_rng(2000 + index), index)
+    optimum = brute_time(workload, hardware)
+    solution = solve_pack(Scenario("r", workload, hardware), PackConfig(time_limit_s=5.0))
+    got = evaluate(workload, solution.offsets, hardware).time  # validates the mapping too
+    assert solution.info["status"] == "optimal"
+    assert got == pytest.approx(optimum, rel=1e-6)
+    assert solution.time_lower_bound <= optimum * (1 + 1e-12)
+    assert optimum - solution.time_lower_bound <= 1e-6 * optimum
+
+
+def test_agent_on_a_contended_program_is_valid_bounded_and_not_worse_than_xla():
+    scenario = mlp_scenario(0)
+    solution = make_agent("pack:2").solve(scenario)
+    ev = evaluate(scenario.workload, solution.offsets, scenario.hardware)
+    xla = evaluate(scenario.workload, make_agent("xla").solve(scenario).offsets, scenario.hardware)
+    assert ev.time <= xla.time
+    assert 0 < solution.time_lower_bound <= ev.time
+    assert solution.info["saving"] <= solution.info["saving_bound"]
+
+
+# ----------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("spec", ["pack:0", "pack:-1", "pack:nan", "pack:time_limit_s=0"])
+def test_time_limit_must_be_positive(spec):
+    with pytest.raises(ValueError, match="time_limit_s"):
+        make_agent(spec)
+
+
+def test_bad_arrays_are_named():
+    with pytest.raises(ValueError, match="time_limit_s"):
+        P.pack([0], [0], [1], 1, time_limit_s=0)
+    with pytest.raises(ValueError, match="end 0 is before start 1"):
+        P.pack([1], [0], [1], 1)
+    with pytest.raises(ValueError, match="size 0 must be >= 1"):
+        P.pack([0], [0], [0], 1)
+    with pytest.raises(ValueError, match="one entry per rectangle"):
+        P.pack([0, 1], [0], [1], 1)
+    with pytest.raises(ValueError, match="capacity"):
+        P.pack([0], [0], [1], -1)
+    with pytest.raises(ValueError, match="value"):
+        P.pack_max([0], [0], [1], 1, [-1])
+
+
+def test_capacity_below_the_alignment_and_oversized_buffers():
+    # 32 bytes of fast memory, alignment 64: only offset 0 exists; the 16-byte buffer fits
+    # there, the 48-byte one is larger than the memory and stays slow (as everywhere)
+    w = Workload.from_buffers("small", flops=[0.0, 0.0], size=[16, 48], start=[0, 0], end=[1, 1])
+    hw = Hardware(1e12, 1000.0, 10000.0, fast_capacity=32, alignment=64)
+    solution = make_agent("pack:2").solve(Scenario("small", w, hw))
+    assert solution.offsets.tolist() == [0, -1]
+    assert solution.info["status"] == "optimal"
+    assert P.pack([0], [0], [3], 2).status == "infeasible"  # a rectangle larger than the capacity
+
+
+def test_pack_then_exact_keeps_the_better_mapping_and_the_larger_bound():
+    pytest.importorskip("ortools")
+    scenario = mlp_scenario(1)
+    alone = solve_pack(scenario, PackConfig(time_limit_s=1.0))
+    both = solve_pack(scenario, PackConfig(time_limit_s=1.0, exact_s=2.0))
+    t_alone = evaluate(scenario.workload, alone.offsets, scenario.hardware).time
+    t_both = evaluate(scenario.workload, both.offsets, scenario.hardware).time
+    assert t_both <= t_alone * (1 + 1e-12)
+    assert alone.time_lower_bound <= both.time_lower_bound * (1 + 1e-12) <= t_both * (1 + 1e-12)
+    if alone.info["status"] != "optimal":
+        assert both.info["exact"]["status"] in ("OPTIMAL", "FEASIBLE")
+
+
+@pytest.mark.parametrize("index", range(10, 16))
+def test_exact_seeded_by_pack_matches_brute_force(index):
+    pytest.importorskip("ortools")
+    from mallocgym.agents.exact import ExactConfig, build_problem, solve_exact
+    from mallocgym.agents.pack import _values
+
+    workload, hardware = random_program(np.random.default_rng(2000 + index), index)
+    scenario = Scenario("r", workload, hardware)
+    optimum = brute_time(workload, hardware)
+    seeded = solve_pack(scenario, PackConfig(time_limit_s=5.0))
+    problem = build_problem(scenario, 1 << 30)
+    _, _, o0 = _values(problem)
+    floor = o0 - seeded.info["saving_bound"]
+    solution = solve_exact(scenario, ExactConfig(time_limit_s=20.0, workers=1), initial=seeded.offsets,
+                           objective_floor=floor)
+    assert evaluate(workload, solution.offsets, hardware).time == pytest.approx(optimum, rel=1e-6)
+    assert solution.time_lower_bound <= optimum * (1 + 1e-12)
