@@ -16,6 +16,11 @@ models; ``--keep-dumps DIR`` keeps the raw dumps; ``--list`` prints the models.
 The programs are compiled by XLA's CPU backend (that is what this machine has), so the schedule,
 fusion decisions and buffer live ranges are the CPU compiler's. Sizes are chosen so that each
 program has a few hundred to a few thousand buffers.
+
+``--group large`` builds the large suite instead (``src/mallocgym/data/large``, its own
+manifest): whole networks of 5,000 to 50,000 buffers (ResNet-152, GPT-2 large and ViT-g/14
+training steps), each also played on real chips' fast memories (the manifest's ``profiles``).
+See ``docs/suite.md``, "The large suite".
 """
 
 from __future__ import annotations
@@ -63,6 +68,43 @@ MODELS = [
     Model("moe-layer-train", "moe", "train", "4 mixture-of-experts layers: training step"),
     Model("strassen2-matmul", "alphatensor", "test", "8192x8192 matmul through two levels of Strassen (49 products of 2048x2048 blocks)"),
 ]
+
+# The large group skips LLVM's optimisations of the CPU code (which we never run): the HLO
+# schedule and buffers that the dump holds are the same (checked on a ViT-H/14 training step:
+# identical workload), and compiling takes half the time.
+LARGE_FLAGS = " --xla_backend_optimization_level=0"
+# Batch sizes (they change the buffers' sizes, not their number) and gradient-accumulation
+# micro-batches, unrolled (1: none; each more one repeats the forward and backward pass).
+GPT2_MICRO, GPT2_BATCH, GPT2_SEQ = 1, 1, 1024
+RESNET_MICRO, RESNET_BATCH = 1, 8
+VIT_MICRO, VIT_BATCH = 1, 8
+LARGE_MODELS = [
+    Model("resnet152-train", "resnet", "test", "ResNet-152 (50 bottleneck blocks, batch norm; 8 x 224x224x3, "
+          "1000 classes): training step (SGD with momentum)"),
+    Model("gpt2-large-train", "gpt", "test", "GPT-2 large (36 pre-LN causal blocks, d 1280, 20 heads, vocabulary "
+          "50257, tied embeddings; 1 x 1024 tokens): training step (AdamW)"),
+    Model("vit-g14-train", "vit", "test", "ViT-g/14 (40 pre-LN blocks, width 1408, MLP 6144, 16 heads; 8 x "
+          "224x224x3, 257 tokens): training step (AdamW)"),
+]
+# The large suite's absolute fast memories (mallocgym.hardware.PROFILES): TPU v4i's 16 MiB VMEM
+# and 128 MiB CMEM, scenarios WORKLOAD@16MiB and WORKLOAD@128MiB beside the fractions.
+LARGE_PROFILES = ("tpu-v4i-vmem", "tpu-v4i-cmem")
+
+
+@dataclass(frozen=True)
+class Group:
+    """A set of models written to one folder with one manifest."""
+
+    models: list
+    out: str
+    extra_flags: str = ""
+    profiles: tuple = ()
+
+
+GROUPS = {
+    "default": Group(MODELS, "src/mallocgym/data/suite"),
+    "large": Group(LARGE_MODELS, "src/mallocgym/data/large", LARGE_FLAGS, LARGE_PROFILES),
+}
 
 
 # ------------------------------------------------------------------------------ the programs
@@ -391,24 +433,201 @@ def _programs():
     }
 
 
+# ------------------------------------------------------------------------------ the large group
+def _large_programs():
+    """Large model name -> builder: whole networks at the scale users compile (5k-50k buffers)."""
+    import jax
+    import jax.numpy as jnp
+
+    f32 = jnp.float32
+
+    def spec(*shape, dtype=f32):
+        return jax.ShapeDtypeStruct(shape, dtype)
+
+    def dense(n_in, n_out):
+        return {"w": spec(n_in, n_out), "b": spec(n_out)}
+
+    def norm_params(c):
+        return {"scale": spec(c), "shift": spec(c)}
+
+    def layer_norm(x, p):
+        mean = jnp.mean(x, -1, keepdims=True)
+        var = jnp.var(x, -1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["shift"]
+
+    def batch_norm(x, p):
+        mean = jnp.mean(x, axis=(0, 1, 2))
+        var = jnp.var(x, axis=(0, 1, 2))
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["shift"]
+
+    def conv(x, w, stride=1, padding="SAME"):
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), padding,
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def xent_onehot(logits, labels):
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * labels, axis=-1))
+
+    def xent_ids(logits, ids):
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.mean(jnp.take_along_axis(logp, ids[..., None], axis=-1))
+
+    def accumulate(loss_fn, micro):
+        """Loss and gradients summed over ``micro`` micro-batches (gradient accumulation, unrolled)."""
+        def grads_of(params, *batch):
+            total, grads = None, None
+            for i in range(micro):
+                part = [b.reshape(micro, b.shape[0] // micro, *b.shape[1:])[i] for b in batch]
+                loss, g = jax.value_and_grad(loss_fn)(params, *part)
+                total = loss if total is None else total + loss
+                grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
+            return total / micro, jax.tree.map(lambda g: g / micro, grads)
+        return grads_of
+
+    def adamw_step(loss_fn, micro=1):
+        grads_of = accumulate(loss_fn, micro)
+
+        def step(params, m, v, *batch):
+            loss, grads = grads_of(params, *batch)
+            m = jax.tree.map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
+            v = jax.tree.map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
+            params = jax.tree.map(lambda p, a, b: p - 3e-4 * (a / (jnp.sqrt(b) + 1e-8) + 0.01 * p), params, m, v)
+            return params, m, v, loss
+        return step
+
+    def sgd_momentum_step(loss_fn, micro=1):
+        grads_of = accumulate(loss_fn, micro)
+
+        def step(params, mom, *batch):
+            loss, grads = grads_of(params, *batch)
+            mom = jax.tree.map(lambda m, g: 0.9 * m + g, mom, grads)
+            params = jax.tree.map(lambda p, m: p - 0.1 * m, params, mom)
+            return params, mom, loss
+        return step
+
+    def attention(x, p, heads, causal):
+        b, s, d = x.shape
+        qkv = x @ p["qkv"]["w"] + p["qkv"]["b"]
+        q, k, v = (t.reshape(b, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(d // heads).astype(f32)
+        if causal:
+            logits = jnp.where(jnp.tril(jnp.ones((s, s), bool)), logits, -1e9)
+        out = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, -1), v).reshape(b, s, d)
+        return out @ p["proj"]["w"] + p["proj"]["b"]
+
+    def pre_ln_block(x, p, heads, causal):
+        x = x + attention(layer_norm(x, p["ln1"]), p["attn"], heads, causal)
+        h = jax.nn.gelu(layer_norm(x, p["ln2"]) @ p["fc"]["w"] + p["fc"]["b"])
+        return x + h @ p["out"]["w"] + p["out"]["b"]
+
+    def block_params(d, ff):
+        return {"ln1": norm_params(d), "attn": {"qkv": dense(d, 3 * d), "proj": dense(d, d)},
+                "ln2": norm_params(d), "fc": dense(d, ff), "out": dense(ff, d)}
+
+    # -- GPT-2 large: token and position embeddings, 36 pre-LN causal blocks, tied output layer
+    vocab, n_pos, gpt_d, gpt_heads, gpt_layers = 50257, 1024, 1280, 20, 36
+    gpt_params = {"wte": spec(vocab, gpt_d), "wpe": spec(n_pos, gpt_d), "ln_f": norm_params(gpt_d),
+                  "blocks": [block_params(gpt_d, 4 * gpt_d) for _ in range(gpt_layers)]}
+
+    def gpt2_loss(params, tokens, targets):
+        x = params["wte"][tokens] + params["wpe"][: tokens.shape[1]]
+        for p in params["blocks"]:
+            x = pre_ln_block(x, p, gpt_heads, causal=True)
+        return xent_ids(layer_norm(x, params["ln_f"]) @ params["wte"].T, targets)
+
+    def gpt2_train():
+        step = adamw_step(gpt2_loss, GPT2_MICRO)
+
+        def main(params, m, v, tokens, targets):
+            return step(params, m, v, tokens, targets)
+        batch = GPT2_MICRO * GPT2_BATCH
+        ids = spec(batch, GPT2_SEQ, dtype=jnp.int32)
+        return main, (gpt_params, gpt_params, gpt_params, ids, ids)
+
+    # -- ResNet-152: 7x7 stem, 50 bottleneck blocks in 4 stages (3, 8, 36, 3), batch norm, 1000 classes
+    stages = [(3, 64, 256, 1), (8, 128, 512, 2), (36, 256, 1024, 2), (3, 512, 2048, 2)]
+
+    def resnet152_params():
+        blocks, cin = [], 64
+        for n, mid, out, stride in stages:
+            for i in range(n):
+                p = {"w1": spec(1, 1, cin, mid), "bn1": norm_params(mid), "w2": spec(3, 3, mid, mid),
+                     "bn2": norm_params(mid), "w3": spec(1, 1, mid, out), "bn3": norm_params(out)}
+                if i == 0:
+                    p["proj"], p["bnp"] = spec(1, 1, cin, out), norm_params(out)
+                blocks.append(p)
+                cin = out
+        return {"stem": spec(7, 7, 3, 64), "bn": norm_params(64), "blocks": blocks, "fc": dense(2048, 1000)}
+
+    strides = [s if i == 0 else 1 for n, _, _, s in stages for i in range(n)]
+
+    def resnet152_apply(params, x):
+        x = jax.nn.relu(batch_norm(conv(x, params["stem"], 2), params["bn"]))
+        x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        for p, stride in zip(params["blocks"], strides):
+            h = jax.nn.relu(batch_norm(conv(x, p["w1"]), p["bn1"]))
+            h = jax.nn.relu(batch_norm(conv(h, p["w2"], stride), p["bn2"]))
+            h = batch_norm(conv(h, p["w3"]), p["bn3"])
+            skip = batch_norm(conv(x, p["proj"], stride), p["bnp"]) if "proj" in p else x
+            x = jax.nn.relu(h + skip)
+        x = jnp.mean(x, axis=(1, 2))
+        return x @ params["fc"]["w"] + params["fc"]["b"]
+
+    def resnet152_train():
+        step = sgd_momentum_step(lambda p, x, y: xent_onehot(resnet152_apply(p, x), y), RESNET_MICRO)
+        params = resnet152_params()
+
+        def main(params, mom, x, y):
+            return step(params, mom, x, y)
+        batch = RESNET_MICRO * RESNET_BATCH
+        return main, (params, params, spec(batch, 224, 224, 3), spec(batch, 1000))
+
+    # -- ViT-g/14 (Zhai et al. 2022, "Scaling Vision Transformers"): 14x14 patches of 224x224
+    # images (256 tokens + class token), 40 pre-LN blocks, width 1408, MLP 6144, 16 heads
+    vit_patch, vit_d, vit_heads, vit_layers, vit_mlp = 14, 1408, 16, 40, 6144
+    vit_tokens = (224 // vit_patch) ** 2 + 1
+    vit_params = {"patch": spec(vit_patch, vit_patch, 3, vit_d), "patch_b": spec(vit_d), "cls": spec(1, 1, vit_d),
+                  "pos": spec(1, vit_tokens, vit_d), "ln_f": norm_params(vit_d), "head": dense(vit_d, 1000),
+                  "blocks": [block_params(vit_d, vit_mlp) for _ in range(vit_layers)]}
+
+    def vit_apply(params, images):
+        x = conv(images, params["patch"], vit_patch, "VALID") + params["patch_b"]
+        x = x.reshape(x.shape[0], -1, vit_d)
+        x = jnp.concatenate([jnp.broadcast_to(params["cls"], (x.shape[0], 1, vit_d)), x], axis=1) + params["pos"]
+        for p in params["blocks"]:
+            x = pre_ln_block(x, p, vit_heads, causal=False)
+        return layer_norm(x[:, 0], params["ln_f"]) @ params["head"]["w"] + params["head"]["b"]
+
+    def vit_train():
+        step = adamw_step(lambda p, x, y: xent_onehot(vit_apply(p, x), y), VIT_MICRO)
+
+        def main(params, m, v, x, y):
+            return step(params, m, v, x, y)
+        batch = VIT_MICRO * VIT_BATCH
+        return main, (vit_params, vit_params, vit_params, spec(batch, 224, 224, 3), spec(batch, 1000))
+
+    return {"gpt2-large-train": gpt2_train, "resnet152-train": resnet152_train, "vit-g14-train": vit_train}
+
+
 def compile_one(name: str) -> None:
     """In a child process whose XLA_FLAGS dump to a directory: compile model ``name``."""
     import jax
 
-    main, args = _programs()[name]()
+    builders = {**_programs(), **_large_programs()}
+    main, args = builders[name]()
     main.__name__ = "main"
     jax.jit(main).lower(*args).compile()
 
 
 # ------------------------------------------------------------------------------ the parent
-def build(model: Model, out: Path, keep_dumps: Path | None) -> dict:
-    """Compile ``model`` in a child process, import its dump, write ``NAME.npz``; its manifest row."""
+def build(model: Model, out: Path, keep_dumps: Path | None, extra_flags: str = "", profiles: tuple = ()) -> dict:
+    """Compile ``model`` in a child process, import its dump, write ``NAME.npz``; its manifest row
+    (``extra_flags``: more XLA flags; ``profiles``: hardware profiles named in the row)."""
     from mallocgym.workloads import save_npz
     from mallocgym.workloads.xla import import_xla_dump
 
     with tempfile.TemporaryDirectory(prefix=f"zoo-{model.name}-") as tmp:
         dump = Path(keep_dumps) / model.name if keep_dumps else Path(tmp) / "dump"
-        env = dict(os.environ, XLA_FLAGS=DUMP_FLAGS.format(dump=dump), JAX_PLATFORMS="cpu",
+        env = dict(os.environ, XLA_FLAGS=DUMP_FLAGS.format(dump=dump) + extra_flags, JAX_PLATFORMS="cpu",
                    TF_CPP_MIN_LOG_LEVEL="3", PYTHONHASHSEED="0")
         subprocess.run([sys.executable, __file__, "--compile", model.name], check=True, env=env)
         workload = import_xla_dump(dump, module="jit_main", name=model.name)
@@ -421,7 +640,7 @@ def build(model: Model, out: Path, keep_dumps: Path | None) -> dict:
     assert back.name == workload.name and back.op_names == workload.op_names
     for key in ("flops", "transcendentals", "size", "start", "end", "access_ptr", "access_op", "access_bytes"):
         assert np.array_equal(getattr(back, key), getattr(workload, key)), (path, key)
-    return {
+    row = {
         "name": model.name, "file": path.name, "family": model.family, "split": model.split,
         "fractions": list(FRACTIONS), "description": model.description,
         "ops": workload.num_ops, "buffers": workload.num_buffers, "accesses": workload.num_accesses,
@@ -429,12 +648,19 @@ def build(model: Model, out: Path, keep_dumps: Path | None) -> dict:
         "flops": float(workload.flops.sum()),
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     }
+    if profiles:
+        row["profiles"] = list(profiles)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("src/mallocgym/data/suite"),
-                        help="where to write NAME.npz and manifest.json (default: %(default)s)")
+    parser.add_argument("--group", choices=sorted(GROUPS), default="default",
+                        help="which models: default (the bundled suite) or large (5k-50k buffers, the large "
+                             "suite) (default: %(default)s)")
+    parser.add_argument("--out", type=Path,
+                        help="where to write NAME.npz and manifest.json (default: src/mallocgym/data/suite, "
+                             "or src/mallocgym/data/large with --group large)")
     parser.add_argument("--only", action="append", help="rebuild only this model (repeatable)")
     parser.add_argument("--keep-dumps", type=Path, help="keep the XLA dumps in this directory")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
@@ -443,32 +669,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile:
         compile_one(args.compile)
         return 0
+    group = GROUPS[args.group]
     if args.list:
-        for m in MODELS:
+        for m in group.models:
             print(f"{m.name:26} {m.family:12} {m.split:5}  {m.description}")
         return 0
-    known = {m.name for m in MODELS}
+    known = {m.name for m in group.models}
     for name in args.only or ():
         if name not in known:
-            parser.error(f"unknown model {name!r}; see --list")
+            parser.error(f"unknown model {name!r} in group {args.group}; see --group {args.group} --list")
+    if args.out is None:
+        args.out = Path(group.out)
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
     old = {}
     if args.only and manifest_path.is_file():
         old = {row["name"]: row for row in json.loads(manifest_path.read_text())["workloads"]}
     rows = []
-    for model in MODELS:
+    for model in group.models:
         if args.only and model.name not in args.only:
             if model.name in old:
                 rows.append(old[model.name])
             continue
-        row = build(model, args.out, args.keep_dumps)
+        row = build(model, args.out, args.keep_dumps, group.extra_flags, group.profiles)
         print(f"{row['name']:26} ops {row['ops']:6d}  buffers {row['buffers']:5d}  "
               f"peak {row['peak_live_bytes'] / 2**20:8.2f} MiB  {row['file']}", flush=True)
         rows.append(row)
     manifest = {
         "format": "mallocgym-suite", "version": 1,
-        "generator": "python examples/model_zoo.py",
+        "generator": "python examples/model_zoo.py" + ("" if args.group == "default" else f" --group {args.group}"),
         "compiler": "XLA CPU via JAX " + _jax_version(),
         "workloads": rows,
     }

@@ -84,7 +84,7 @@ class Hardware:
         return dataclasses.asdict(self)
 
 
-# Public figures, rounded; the fast-memory size is set per scenario. tpu-v4-like follows
+# Public figures, rounded; the "-like" profiles leave the fast-memory size to the scenario. tpu-v4-like follows
 # DESIGN.md: 275 TFLOP/s bf16, 1.2 TB/s HBM, on-chip memory 10x faster than HBM.
 PROFILES: dict[str, Hardware] = {
     "tpu-v4-like": Hardware(275e12, 1.2e12, 12e12, None, 1, 0.0, None, "tpu-v4-like"),
@@ -92,6 +92,15 @@ PROFILES: dict[str, Hardware] = {
     "gpu-a100-like": Hardware(312e12, 1.55e12, 15.5e12, None, 128, 0.0, None, "gpu-a100-like"),
     # A small edge NPU: few TOPS, LPDDR at tens of GB/s, SRAM 20x faster.
     "npu-edge-like": Hardware(4e12, 25.6e9, 512e9, None, 64, 0.0, None, "npu-edge-like"),
+    # Real chips with their absolute fast-memory sizes (sources in docs/suite.md, "Real chips"):
+    # peak bf16 FLOP/s, HBM bytes/s and on-chip capacities from JAX's TPU table
+    # (jax/_src/pallas/mosaic/tpu_info.py, docs.jax.dev "TPU Hardware Reference"); the fast
+    # memory's bandwidth is not public: estimated as 10x HBM, as tpu-v4-like.
+    # TPU v4i (one TensorCore): 16 MiB VMEM, 128 MiB CMEM, 137 TFLOP/s, 614 GB/s HBM.
+    "tpu-v4i-vmem": Hardware(137e12, 614e9, 6.14e12, 16 * 2**20, 1, 0.0, None, "tpu-v4i-vmem"),
+    "tpu-v4i-cmem": Hardware(137e12, 614e9, 6.14e12, 128 * 2**20, 1, 0.0, None, "tpu-v4i-cmem"),
+    # TPU v5e (one TensorCore): 128 MiB VMEM, 197 TFLOP/s, 820 GB/s HBM.
+    "tpu-v5e-vmem": Hardware(197e12, 820e9, 8.2e12, 128 * 2**20, 1, 0.0, None, "tpu-v5e-vmem"),
 }
 DEFAULT_PROFILE = "tpu-v4-like"
 

@@ -8,7 +8,11 @@ the program's peak live bytes (``alexnet-train@1/8``). Suites:
   and 1/2 of its peak live bytes, split into train and test (see ``docs/suite.md``);
 - ``synthetic``: seeded synthetic MLP training steps (``mlp-train-s0`` ...) at 1/8 and 1/2;
 - ``minimalloc``: MiniMalloc's challenging instances A-E at their 1 MiB capacity (split test),
-  named ``minimalloc-A@1MiB`` ...
+  named ``minimalloc-A@1MiB`` ...;
+- ``large``: whole networks of 5,000-50,000 buffers compiled by XLA (``examples/model_zoo.py
+  --group large``), stored in ``mallocgym/data/large``, split test, each at 1/8 and 1/2 of its
+  peak live bytes and on real chips' fast memories (``WORKLOAD@16MiB`` on ``tpu-v4i-vmem``,
+  ``WORKLOAD@128MiB`` on ``tpu-v4i-cmem``; the manifest's ``profiles``).
 
 Suites are loaded on first use and cached.
 """
@@ -35,7 +39,7 @@ from .workloads.synthetic import mlp_training_step
 
 __all__ = ["Scenario", "WorkloadGenerator", "planted", "suite", "get", "names", "resolve", "override", "as_hardware", "check_capacity",
            "oversized", "resolve_hardware",
-           "capacity_for", "manifest", "DEFAULT_FRACTION", "SUITES", "SPLITS"]
+           "capacity_for", "capacity_label", "manifest", "DEFAULT_FRACTION", "SUITES", "SPLITS"]
 
 DEFAULT_FRACTION = Fraction(1, 4)
 SPLITS = ("train", "test")
@@ -87,10 +91,15 @@ def _data_dir(*parts: str) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def manifest() -> dict:
-    """The bundled suite's ``manifest.json`` (checked): ``{"workloads": [{"name", "file",
-    "family", "split", "fractions", "description", "ops", "buffers", ...}, ...], ...}``."""
-    path = _data_dir("suite") / "manifest.json"
+def manifest(suite_name: str = "default") -> dict:
+    """A bundled suite's ``manifest.json`` (checked): ``{"workloads": [{"name", "file",
+    "family", "split", "fractions", "description", "ops", "buffers", ...}, ...], ...}``.
+
+    ``suite_name`` is ``"default"`` (``data/suite``) or ``"large"`` (``data/large``, whose rows
+    also name ``profiles``: hardware profiles with a fixed fast-memory size)."""
+    if suite_name not in _MANIFEST_DIRS:
+        raise ValueError(f"no manifest for suite {suite_name!r}; suites with one: {', '.join(_MANIFEST_DIRS)}")
+    path = _data_dir(_MANIFEST_DIRS[suite_name]) / "manifest.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -108,17 +117,33 @@ def manifest() -> dict:
             raise ValueError(f"{path}: workload {i}: field 'split' = {row['split']!r} is not train or test")
         if row["name"] in seen:
             raise ValueError(f"{path}: workload {i}: name {row['name']!r} is repeated")
+        for name in row.get("profiles", ()):
+            if name not in PROFILES or PROFILES[name].fast_capacity is None:
+                raise ValueError(f"{path}: workload {i}: profile {name!r} is not a hardware profile with a fixed "
+                                 f"fast-memory size")
         seen.add(row["name"])
     if not seen:
         raise ValueError(f"{path}: no workloads")
     return doc
 
 
-@functools.lru_cache(maxsize=None)
-def _default_suite() -> tuple[Scenario, ...]:
-    folder = _data_dir("suite")
+_MANIFEST_DIRS = {"default": "suite", "large": "large"}
+
+
+def capacity_label(capacity: int) -> str:
+    """``16MiB``, ``512KiB`` or ``1000B``: a fast-memory size as a scenario name's suffix."""
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if capacity % scale == 0:
+            return f"{capacity // scale}{unit}"
+    return f"{capacity}B"
+
+
+def _manifest_suite(suite_name: str) -> tuple[Scenario, ...]:
+    """The scenarios of a manifest's workloads: each at its ``fractions`` of its peak live bytes
+    on the default profile, then on each of its ``profiles`` (``WORKLOAD@16MiB``)."""
+    folder = _data_dir(_MANIFEST_DIRS[suite_name])
     out = []
-    for i, row in enumerate(manifest()["workloads"]):
+    for i, row in enumerate(manifest(suite_name)["workloads"]):
         workload = load_npz(folder / row["file"])
         if workload.name != row["name"]:
             raise ValueError(f"{folder / row['file']}: holds workload {workload.name!r}, the manifest says {row['name']!r}")
@@ -128,7 +153,20 @@ def _default_suite() -> tuple[Scenario, ...]:
             except (ValueError, ZeroDivisionError):
                 raise ValueError(f"{folder / 'manifest.json'}: workload {i}: bad fraction {fraction!r}") from None
             out.append(_scenario(workload, value, row["split"]))
+        for name in row.get("profiles", ()):
+            hw = PROFILES[name]
+            out.append(Scenario(f"{workload.name}@{capacity_label(hw.fast_capacity)}", workload, hw, row["split"]))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_suite() -> tuple[Scenario, ...]:
+    return _manifest_suite("default")
+
+
+@functools.lru_cache(maxsize=None)
+def _large_suite() -> tuple[Scenario, ...]:
+    return _manifest_suite("large")
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,7 +191,8 @@ def _minimalloc_suite() -> tuple[Scenario, ...]:
     return tuple(out)
 
 
-SUITES = {"default": _default_suite, "synthetic": _synthetic_suite, "minimalloc": _minimalloc_suite}
+SUITES = {"default": _default_suite, "synthetic": _synthetic_suite, "minimalloc": _minimalloc_suite,
+          "large": _large_suite}
 
 
 def suite(name: str = "default", split: str | None = None) -> list[Scenario]:
