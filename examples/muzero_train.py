@@ -9,7 +9,9 @@ with search on the exact simulator (``muzero-sim``) and prints a table next to X
 same run folder works with ``mallocgym eval --agent muzero:runs/muzero``.
 
 ``--scenario FILE_OR_NAME`` trains and evaluates on that one scenario instead (no generator);
-``--set part.field=value`` changes the config (``--set search.num_simulations=8``).
+``--set part.field=value`` changes the config (``--set search.num_simulations=8``;
+``--set network.version=2`` trains by expert iteration on the simulator search instead, and
+only ``muzero-sim`` is played).
 """
 
 from __future__ import annotations
@@ -49,8 +51,12 @@ def main() -> None:
     if args.no_eval:
         return
 
-    # 4. Play the test scenarios through the shared harness (validated by evaluate()).
-    results = bench(test_on, ["xla", f"muzero:{args.out}", f"muzero-sim:{args.out}"], seed=args.seed)
+    # 4. Play the test scenarios through the shared harness (validated by evaluate()). A
+    #    network.version 2 run (expert iteration on the simulator) plays in simulator mode only.
+    agents = ["xla", f"muzero-sim:{args.out}"]
+    if config.network.version == 1:
+        agents.insert(1, f"muzero:{args.out}")
+    results = bench(test_on, agents, seed=args.seed)
     print(to_markdown(results))
 
 

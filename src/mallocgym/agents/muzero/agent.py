@@ -70,6 +70,9 @@ class MuZeroAgent:
             check_ensemble(config.search.ensemble, config.search.departure_margin)
         if num_simulations is not None and num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations!r}")
+        if mode == "learned" and config.network.version >= 2:
+            raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
+                             "(its learned dynamics are untrained): play it with muzero-sim:DIR")
         torch.set_num_threads(1)
         self.nets = [n.eval() for n in nets]
         self.models = [NetworkModel(n) for n in self.nets]

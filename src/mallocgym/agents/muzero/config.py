@@ -19,6 +19,19 @@ SEARCH_ALGORITHMS = ("gumbel", "puct")
 ENSEMBLE_RULES = ("mean", "agree")
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
+NETWORK_VERSIONS = (1, 2)
+
+
+def parse_buffers(text: str) -> tuple[int, int]:
+    """``"100,1100"`` -> ``(100, 1100)`` (``train.generator_buffers``); one ``ValueError`` otherwise."""
+    parts = text.split(",")
+    try:
+        lo, hi = (int(p) for p in parts)
+    except ValueError:
+        lo = hi = 0
+    if len(parts) != 2 or not 1 <= lo <= hi:
+        raise ValueError(f"train.generator_buffers must be 'LOW,HIGH' with 1 <= LOW <= HIGH, got {text!r}")
+    return lo, hi
 
 
 def _typed(obj, owner: str) -> None:
@@ -98,6 +111,16 @@ class NetworkConfig:
       reward_support: the same for the per-step reward.
       reward_scale: values and rewards the network sees are MallocGame's normalised reward
         times this (100: a return is in percent of the all-slow time).
+      version: 1, MuZero's heads and targets (the published checkpoints
+        ``baselines/muzero/checkpoint*``); 2, expert iteration on the exact simulator
+        (:mod:`mallocgym.agents.muzero.expert`): the policy head learns the simulator search's
+        improved policy, a scalar residual head the best completion found below a position
+        minus XLA-like's completion from it, and an advantage head every legal move's exact
+        completion against XLA-like's move. A version-2 network plays in simulator mode only.
+      residual_scale: version 2: residuals and advantages are ``residual_scale x (time saved) /
+        (XLA-like's completion time from the position)``; 400 makes 1 unit 0.25 % of the
+        program time, about the median non-zero residual (0.28 % in the positions the search
+        harvested from ten small generated programs, two per family, 8 simulations per move).
     """
 
     hidden: int = 128
@@ -106,12 +129,17 @@ class NetworkConfig:
     value_support: int = 10
     reward_support: int = 10
     reward_scale: float = 100.0
+    version: int = 1
+    residual_scale: float = 400.0
 
     def __post_init__(self) -> None:
         _typed(self, "network")
         _positive("network", hidden=self.hidden, candidate_hidden=self.candidate_hidden,
                   memory_hidden=self.memory_hidden, value_support=self.value_support,
-                  reward_support=self.reward_support, reward_scale=self.reward_scale)
+                  reward_support=self.reward_support, reward_scale=self.reward_scale,
+                  residual_scale=self.residual_scale)
+        if self.version not in NETWORK_VERSIONS:
+            raise ValueError(f"network.version must be one of {NETWORK_VERSIONS}, got {self.version!r}")
 
 
 @dataclass(frozen=True)
@@ -209,7 +237,8 @@ class SimulatorConfig:
         greedy (it kept to the child with the best one-step completion).
       prior_temperature: the network's logits are divided by this before the lead bound.
       max_logit_lead: the prior's logits are raised to at least ``max - max_logit_lead`` (0: the
-        prior zeroed, uniform; then with ``value_mix = 1`` the network is not called). Must be
+        prior zeroed, uniform; then with ``value_mix = 1`` the network is not called, except by a
+        version-2 network, whose predicted residual still values the leaves). Must be
         below ``c_visit * c_scale``, the smallest Q bonus between a node's best and worst child,
         so that Q can always overrule the prior
         (:func:`mallocgym.agents.muzero.simsearch.bounded_logits` shows the arithmetic).
@@ -294,6 +323,18 @@ class TrainConfig:
         never seen before; as DeepMind's MuZero rate control for VP9).
       self_competition_ema: weight of the past in the running mean.
       self_competition_temperature: return difference (normalised units) that earns ~0.76.
+      positive_weight: version 2 (``network.version``): a position whose residual is positive
+        (the search found something better than XLA-like below it) is drawn this many times as
+        often as one without (1: uniform).
+      residual_loss_weight, advantage_loss_weight: version 2: weights of the residual and
+        advantage regressions (Huber) next to the improved-policy cross-entropy.
+      heldout_fraction: version 2: share of games whose positions are kept out of the replay
+        (every ``1 / heldout_fraction``-th game; the latest 16,384 of their positions kept aside)
+        and scored at every log line next to as many replay positions, so that train and
+        held-out residual errors are logged side by side (held-out games are drawn like the
+        others: mostly fresh generated programs; 0: none).
+      generator_buffers: ``"LOW,HIGH"``: the generator's buffer-count range instead of the
+        preset's (``"100,1100"``); empty: the preset's.
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
     """
@@ -325,6 +366,11 @@ class TrainConfig:
     reward_mode: str = "dense"
     self_competition_ema: float = 0.9
     self_competition_temperature: float = 0.01
+    positive_weight: float = 4.0
+    residual_loss_weight: float = 1.0
+    advantage_loss_weight: float = 1.0
+    heldout_fraction: float = 0.0
+    generator_buffers: str = ""
     checkpoint_every_s: float = 120.0
     log_every_s: float = 10.0
 
@@ -359,6 +405,13 @@ class TrainConfig:
         if self.teacher_fraction > 0 and self.reward_mode != "dense":
             raise ValueError("train.teacher_fraction > 0 needs train.reward_mode = 'dense' (the teacher's "
                              "values are dense returns)")
+        if not self.positive_weight >= 1:
+            raise ValueError(f"train.positive_weight must be >= 1, got {self.positive_weight!r}")
+        if self.residual_loss_weight < 0 or self.advantage_loss_weight < 0:
+            raise ValueError("train.residual_loss_weight and advantage_loss_weight must be >= 0")
+        _unit("train", heldout_fraction=self.heldout_fraction)
+        if self.generator_buffers:
+            parse_buffers(self.generator_buffers)
         if self.min_replay > self.replay_capacity:
             raise ValueError(f"train.min_replay ({self.min_replay}) exceeds train.replay_capacity "
                              f"({self.replay_capacity})")
@@ -382,6 +435,14 @@ class MuZeroConfig:
         for name, cls in _PARTS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"config.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+        if self.network.version == 2:
+            t = self.train
+            if t.teacher_fraction > 0 or t.reanalyse_fraction > 0 or t.action_value_weight > 0:
+                raise ValueError("network.version = 2 trains by expert iteration on the simulator search: "
+                                 "train.teacher_fraction, reanalyse_fraction and action_value_weight must be 0")
+            if self.simulator.value_mix != 1.0:
+                raise ValueError("network.version = 2 predicts a residual over XLA-like's exact completion, "
+                                 f"not a return: simulator.value_mix must be 1, got {self.simulator.value_mix!r}")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""

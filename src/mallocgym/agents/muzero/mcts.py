@@ -208,6 +208,13 @@ class NetworkModel:
         return value, out.policy_logits.double().numpy()
 
     @torch.no_grad()
+    def expert(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Version-2 networks: ``(logits [B, A], residual [B], advantage [B, A])`` as float64
+        arrays (:meth:`MuZeroNet.expert`)."""
+        logits, residual, advantage = self.net.expert(obs_to_tensors(obs))
+        return logits.double().numpy(), residual.double().numpy(), advantage.double().numpy()
+
+    @torch.no_grad()
     def recurrent(self, embedding: tuple, actions: np.ndarray):
         latent, cands = embedding
         out = self.net.recurrent_inference(latent, cands, torch.from_numpy(np.asarray(actions, np.int64)))

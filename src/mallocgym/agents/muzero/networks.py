@@ -140,6 +140,12 @@ class MuZeroNet(nn.Module):
         self.reward_head = _mlp([h + c, h // 2, self.reward_support.n])
         self.decoder = _mlp([h, h, k * c])
         nn.init.normal_(self.skip_embedding, std=0.1)
+        if config.version >= 2:
+            # expert iteration (network.version 2): a scalar residual over XLA-like and a
+            # per-action advantage over XLA-like's move, both in network.residual_scale units
+            self.residual_head = _mlp([h, h, 1])
+            self.advantage_pointer = _mlp([h + c, h // 2, 1])
+            self.advantage_skip = _mlp([h, h // 2, 1])
 
     # ---------------------------------------------------------------- the three functions
     def represent(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,6 +181,18 @@ class MuZeroNet(nn.Module):
         x = torch.cat([latent, chosen], dim=-1)
         nxt = self.dyn_norm(latent + self.transition(x))
         return nxt, self.decoder(nxt).reshape(b, k, c), self.reward_head(x)
+
+    def expert(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Version 2 only: ``(policy logits [B, K + 1], residual [B], advantage [B, K + 1])`` of a
+        batched observation (residual and advantage in ``network.residual_scale`` units)."""
+        if self.config.version < 2:
+            raise ValueError("this network has no residual and advantage heads (network.version 1)")
+        latent, cands = self.represent(obs)
+        policy, _ = self.predict(latent, cands)
+        b, k, _ = cands.shape
+        keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
+        advantage = torch.cat([self.advantage_pointer(keyed).squeeze(-1), self.advantage_skip(latent)], dim=-1)
+        return policy, self.residual_head(latent).squeeze(-1), advantage
 
     # ---------------------------------------------------------------- MuZero's two entry points
     def initial_inference(self, obs: dict[str, torch.Tensor]) -> NetOutput:

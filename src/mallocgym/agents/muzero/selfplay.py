@@ -121,17 +121,22 @@ def fallback_generator(rng: np.random.Generator) -> Scenario:
     return resolve(mlp_training_step(int(rng.integers(1000, 2**31))))
 
 
-def make_generator(preset_name: str, families: str = "") -> Callable[[np.random.Generator], Scenario]:
+def make_generator(preset_name: str, families: str = "",
+                   buffers: str = "") -> Callable[[np.random.Generator], Scenario]:
     """The synthetic workload generator's preset (drawing from ``families``, comma-separated,
-    when given), or :func:`fallback_generator`."""
+    when given, and ``buffers``, ``"LOW,HIGH"``, when given), or :func:`fallback_generator`."""
     try:
         from ...scenarios import WorkloadGenerator
         from ...workloads.generator import parse_families, preset
     except ImportError:
         return fallback_generator
+    from .config import parse_buffers
+
     config = preset(preset_name)
     if names := parse_families(families):
         config = replace(config, families=names)
+    if buffers:
+        config = replace(config, buffers=parse_buffers(buffers))
     return WorkloadGenerator(config)
 
 

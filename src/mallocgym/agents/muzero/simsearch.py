@@ -44,6 +44,11 @@ network.
 - **A per-game wall budget** (``deadline``): the clock is read before every expansion; once the
   deadline has passed the search stops and the rest of the game follows the incumbent. The game
   thus ends within the budget plus one expansion's time.
+- **Version-2 networks** (``network.version = 2``, expert iteration: :mod:`.expert`): a new
+  position's value is its exact XLA-like completion plus the network's predicted residual (the
+  time the best completion below it saves, in ``network.residual_scale`` units), and with
+  ``harvest=True`` every expanded position with a choice becomes a training record
+  (:meth:`SimulatorSearch.harvest`, :func:`expert_targets`) once the game leaves its subtree.
 
 :func:`simulator_search` is the older batched form over the numba trees of :mod:`.tree`
 (``B`` games, one env step and one network call per simulation, no subtree reuse): kept for the
@@ -55,7 +60,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -64,9 +69,10 @@ from ...heuristics import complete, decide
 from . import tree as T
 from .config import MuZeroConfig, SimulatorConfig
 from .mcts import NetworkModel, SearchResult, effective_legal, finish, prepare_roots, search_params
-from .networks import stack_obs
+from .networks import OBS_KEYS, stack_obs
 
-__all__ = ["bounded_logits", "greedy_return_to_go", "SimulatorSearch", "simulator_search"]
+__all__ = ["bounded_logits", "greedy_return_to_go", "improved_policy", "expert_targets", "ExpertRecord",
+           "SimulatorSearch", "simulator_search"]
 
 
 def bounded_logits(logits: np.ndarray, legal: np.ndarray, *, temperature: float, max_lead: float) -> np.ndarray:
@@ -107,6 +113,70 @@ def bounded_logits(logits: np.ndarray, legal: np.ndarray, *, temperature: float,
     return out
 
 
+def improved_policy(prior: np.ndarray, counts: np.ndarray, q: np.ndarray, *, c_visit: float,
+                    c_scale: float) -> np.ndarray:
+    """Gumbel MuZero's improved policy over a node's children: ``softmax(prior + sigma(q))`` with
+    ``sigma(q) = (c_visit + max N) * c_scale * (q - min q) / max(max q - min q, 1e-12)``
+    (``prior``: the bounded logits, ``counts``: simulations through each child, ``q``: the
+    children's mean values). The selection rule and the version-2 policy target share it."""
+    q = np.asarray(q, np.float64)
+    counts = np.asarray(counts, np.float64)
+    lo, hi = q.min(), q.max()
+    score = np.asarray(prior, np.float64) + (c_visit + counts.max()) * c_scale * (q - lo) / max(hi - lo, 1e-12)
+    score -= score.max()
+    pi = np.exp(score)
+    return pi / pi.sum()
+
+
+class ExpertRecord(NamedTuple):
+    """One version-2 training position (:func:`expert_targets`): the observation (one row per
+    key of :data:`~.networks.OBS_KEYS`), the legal actions ``bool[A]``, the improved policy
+    ``float32[A]``, the residual (a float) and the advantages ``float32[A]`` (NaN: illegal)."""
+
+    obs: dict
+    legal: np.ndarray
+    policy: np.ndarray
+    residual: float
+    advantage: np.ndarray
+
+
+def expert_targets(*, num_actions: int, actions: np.ndarray, base: int, final: float, best: float,
+                   child_finals: np.ndarray, policy: np.ndarray,
+                   residual_scale: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Version-2 targets of an expanded position: ``(legal bool[A], policy float32[A], residual,
+    advantage float32[A])``.
+
+    Args:
+      actions: the legal env actions (the node's children, in order); ``base``: XLA-like's one.
+      final: XLA-like's completion time from the position; ``best``: the best completion time
+        found below it (the search's best-value backup; ``best <= final``).
+      child_finals: XLA-like's completion time after each legal action (``child_finals`` of
+        ``base`` is ``final``).
+      policy: the improved policy over ``actions`` (:func:`improved_policy`).
+
+    ``residual = residual_scale * (final - best) / final >= 0`` and ``advantage[a] =
+    residual_scale * (final - child_finals[a]) / final`` (0 for ``base``; the residual is at
+    least every advantage).
+    """
+    actions = np.asarray(actions, np.int64)
+    child_finals = np.asarray(child_finals, np.float64)
+    if not (final > 0 and best <= final * (1 + 1e-12)):
+        raise ValueError(f"expert targets need 0 < best <= final, got best {best!r}, final {final!r}")
+    if len(actions) != len(child_finals) or len(actions) != len(policy):
+        raise ValueError("actions, child_finals and policy must have one entry per legal action")
+    legal = np.zeros(num_actions, bool)
+    legal[actions] = True
+    pi = np.zeros(num_actions, np.float32)
+    pi[actions] = policy
+    advantage = np.full(num_actions, np.nan, np.float32)
+    advantage[actions] = residual_scale * (final - child_finals) / final
+    base_index = np.flatnonzero(actions == base)
+    if base_index.size:
+        advantage[base] = 0.0
+    residual = max(0.0, residual_scale * (final - best) / final)
+    return legal, pi, residual, advantage
+
+
 def greedy_return_to_go(env, snapshot) -> float:
     """Normalised return XLA-like would still collect from ``snapshot`` (exact, numba)."""
     st = env.unwrapped.static
@@ -125,7 +195,7 @@ class _Node:
     until evaluated or when the prior is not used)."""
 
     __slots__ = ("state", "image", "final", "value", "best", "visits", "total", "count", "actions", "children",
-                 "raw_logits", "prior", "terminal")
+                 "raw_logits", "prior", "terminal", "predicted")
 
     def __init__(self, state, image, final: float, value: float, terminal: bool):
         self.state = state
@@ -141,6 +211,7 @@ class _Node:
         self.raw_logits: np.ndarray | None = None
         self.prior: np.ndarray | None = None      # bounded logits over ``actions``
         self.terminal = terminal
+        self.predicted: float | None = None        # version 2: the network's residual estimate
 
 
 class SimulatorSearch:
@@ -152,11 +223,14 @@ class SimulatorSearch:
     :attr:`best_offsets` / :attr:`best_time` are the best complete mapping seen. ``model`` may be
     ``None`` only when the search does not call the network (``max_logit_lead = 0`` and
     ``value_mix = 1``). ``deadline`` is a ``clock()`` reading after which the search stops
-    (:attr:`exhausted`) and :meth:`move` follows the incumbent.
+    (:attr:`exhausted`) and :meth:`move` follows the incumbent. With ``harvest`` each
+    :meth:`move` appends to :attr:`records` the training positions it leaves behind
+    (:meth:`harvest`; version-2 training).
     """
 
     def __init__(self, env, model: NetworkModel | None, config: MuZeroConfig, *, num_simulations: int,
-                 deadline: float | None = None, clock: Callable[[], float] = time.perf_counter):
+                 deadline: float | None = None, clock: Callable[[], float] = time.perf_counter,
+                 harvest: bool = False):
         if num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
         u = env.unwrapped
@@ -171,7 +245,13 @@ class SimulatorSearch:
         self.c_visit, self.c_scale = sc.c_visit, sc.c_scale
         self.scale = config.network.reward_scale
         self.slow = float(st.params[sim.TIME_ALL_SLOW])
-        self.uses_network = self.max_lead > 0 or self.mix < 1
+        self.residual = config.network.version >= 2
+        self.residual_scale = config.network.residual_scale
+        self.uses_network = self.max_lead > 0 or self.mix < 1 or self.residual
+        self.records: list[ExpertRecord] | None = [] if harvest else None
+        if harvest and not self.uses_network:
+            raise ValueError("harvesting training positions needs the network's observations (a version-2 "
+                             "network, or max_logit_lead > 0)")
         if self.uses_network and model is None:
             raise ValueError("the simulator search calls the network (max_logit_lead > 0 or value_mix < 1) "
                              "but was given no model")
@@ -238,6 +318,18 @@ class SimulatorSearch:
         for i, node in enumerate(nodes):
             self._observe(node, i)
         batch = {key: arr[:m].reshape(m, -1) for key, arr in self.obs_batch.items()}
+        if self.residual:
+            logits, residual, _ = self.model.expert(batch)
+            self.network_calls += 1
+            for i, node in enumerate(nodes):
+                node.raw_logits = logits[i]
+                node.predicted = float(residual[i])
+                if values:
+                    # leaf value = XLA-like's exact completion + the predicted residual over it
+                    r = min(max(float(residual[i]), 0.0), 0.5 * self.residual_scale)
+                    node.value = self.exact_value(node.final * (1.0 - r / self.residual_scale))
+                    node.total = node.value * node.visits
+            return
         net_values, logits = self.model.evaluate(batch, values=values and self.mix < 1)
         self.network_calls += 1
         for i, node in enumerate(nodes):
@@ -289,7 +381,7 @@ class SimulatorSearch:
         if self.uses_network:
             # the children that will need a prior (a forced position has one action) or a value
             self.evaluate([c for c in children if not c.terminal
-                           and (self.mix < 1 or len(self.legal_actions(c.state)[0]) > 1)])
+                           and (self.mix < 1 or self.residual or len(self.legal_actions(c.state)[0]) > 1)])
         if node.raw_logits is None or not self.uses_network:
             node.prior = np.zeros(len(actions))
         else:
@@ -311,14 +403,43 @@ class SimulatorSearch:
     def select_child(self, node: _Node) -> int:
         """The index of the child to descend into (the module docstring's rule)."""
         n = np.array([c.count for c in node.children], np.float64)
-        q = np.array([c.total / c.visits for c in node.children])
-        lo, hi = q.min(), q.max()
-        span = max(hi - lo, 1e-12)
-        score = node.prior + (self.c_visit + n.max()) * self.c_scale * (q - lo) / span
-        score -= score.max()
-        pi = np.exp(score)
-        pi /= pi.sum()
+        pi = self.improved_policy(node)
         return int(np.argmax(pi - n / (1.0 + n.sum())))
+
+    def improved_policy(self, node: _Node) -> np.ndarray:
+        """:func:`improved_policy` over an expanded ``node``'s children."""
+        n = np.array([c.count for c in node.children], np.float64)
+        q = np.array([c.total / c.visits for c in node.children])
+        return improved_policy(node.prior, n, q, c_visit=self.c_visit, c_scale=self.c_scale)
+
+    # -------------------------------------------------------------- version-2 training positions
+    def observation(self, node: _Node) -> dict[str, np.ndarray]:
+        """``node``'s observation, one flat row per key (a copy)."""
+        self._observe(node, 0)
+        return {key: self.obs_batch[key][0].reshape(-1).copy() for key in OBS_KEYS}
+
+    def record(self, node: _Node) -> ExpertRecord:
+        """The training position of an expanded ``node`` (:func:`expert_targets`)."""
+        _, base, _ = self.legal_actions(node.state)
+        legal, policy, residual, advantage = expert_targets(
+            num_actions=self.k + 1, actions=node.actions, base=base, final=node.final, best=node.best,
+            child_finals=np.array([c.final for c in node.children]), policy=self.improved_policy(node),
+            residual_scale=self.residual_scale)
+        return ExpertRecord(self.observation(node), legal, policy, residual, advantage)
+
+    def harvest(self, root: _Node, keep: int | None) -> None:
+        """Append to :attr:`records` every expanded position with a choice (two legal actions or
+        more; forced positions are left out) in ``root``'s subtree, except below its child
+        ``keep`` (the one the game moves to, harvested later). Every position harvested is
+        final: the search never returns to it."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node.actions is None:
+                continue
+            if len(node.actions) >= 2:
+                self.records.append(self.record(node))
+            stack.extend(c for i, c in enumerate(node.children) if not (node is root and i == keep))
 
     def _out_of_time(self) -> bool:
         if self.exhausted:
@@ -377,6 +498,8 @@ class SimulatorSearch:
             action = self.incumbent_action()
             if root.actions is not None:
                 index = int(np.flatnonzero(root.actions == action)[0])
+                if self.records is not None:
+                    self.harvest(root, index)
                 self.root = root.children[index]
             else:
                 actions, _, offsets = self.legal_actions(root.state)
@@ -390,6 +513,8 @@ class SimulatorSearch:
                 if not self.simulate():
                     break
         index = self.best_child(root)
+        if self.records is not None:
+            self.harvest(root, index)
         self.root = root.children[index]
         return int(root.actions[index])
 

@@ -41,6 +41,8 @@ from .selfplay import ScenarioSource, SelfPlay, make_generator
 __all__ = ["train", "main", "build_parser"]
 
 MAX_SEED = 2**32 - 1
+HELDOUT_POSITIONS = 16_384   # version 2: the latest held-out positions kept for the error log
+EVAL_POSITIONS = 2_048       # ... of which (and of the replay's) this many are scored per log line
 
 
 class _Log:
@@ -95,6 +97,9 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
             raise ValueError(one_line(str(exc))) from None
         config = payload["config"]
     t = config.train
+    if config.network.version >= 2:
+        return _train_expert(config, payload, scenarios=scenarios, out=out, minutes=minutes, seed=seed,
+                             resume=resume, use_generator=use_generator, progress=progress)
     children = np.random.SeedSequence(seed).spawn(t.num_actors + 1)
     actor_rngs = [np.random.default_rng(c) for c in children[:-1]]
     learner_rng = np.random.default_rng(children[-1])
@@ -110,7 +115,8 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         if "torch" in payload["rng"]:
             torch.set_rng_state(payload["rng"]["torch"])
 
-    generator = make_generator(t.generator_preset, t.generator_families) if use_generator else None
+    generator = (make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
+                 if use_generator else None)
     source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
     selfplay = SelfPlay(config, source, actor_rngs)
     spec = ObsSpec.from_env(selfplay.actors[0].env)
@@ -189,6 +195,133 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         checkpoint(counters["elapsed_s"])
         bar.update("done", done=round(budget))
     summary = _summary(counters, counters["elapsed_s"], replay, recent, losses or last_losses)
+    summary["checkpoint"] = str(checkpoint_path(out))
+    log.write({"event": "end", **summary})
+    return summary
+
+
+def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequence[Scenario], out: Path,
+                  minutes: float, seed: int, resume: bool, use_generator: bool, progress: bool) -> dict:
+    """:func:`train` for ``network.version = 2``: expert iteration on the simulator search
+    (:mod:`.expert`), one game at a time. Each log line holds the loss parts, and with
+    ``train.heldout_fraction > 0`` the mean absolute residual error on replay positions
+    and on held-out games' positions (``train_residual_error``, ``heldout_residual_error``: the
+    same number of each, drawn uniformly), side by side."""
+    t = config.train
+    actor_seed, learner_seed, eval_seed = np.random.SeedSequence(seed).spawn(3)
+    actor_rng, learner_rng = np.random.default_rng(actor_seed), np.random.default_rng(learner_seed)
+    eval_rng = np.random.default_rng(eval_seed)
+    torch.manual_seed(seed)
+    counters = {"env_steps": 0, "episodes": 0, "train_steps": 0, "elapsed_s": 0.0, "positions": 0,
+                "heldout_positions": 0}
+    if payload is not None:
+        counters.update({k: payload["progress"].get(k, v) for k, v in counters.items()})
+        for rng, key in ((actor_rng, "actor"), (learner_rng, "learner"), (eval_rng, "eval")):
+            if key in payload["rng"]:
+                _set_rng_state(rng, payload["rng"][key])
+        if "torch" in payload["rng"]:
+            torch.set_rng_state(payload["rng"]["torch"])
+    generator = (make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
+                 if use_generator else None)
+    source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
+    from .agent import make_env
+    from .expert import POSITIVE_RESIDUAL, ExpertActor, ExpertLearner, ExpertReplay, finite_mean
+
+    first = source.scenarios[0] if source.scenarios else source.generator(np.random.default_rng(0))
+    spec = ObsSpec.from_env(make_env(first, config))
+    net = MuZeroNet(spec, config.network)
+    learner = ExpertLearner(net, config, learner_rng)
+    if payload is not None:
+        if payload["spec"] != spec:
+            raise ValueError(f"{payload['path']}: trained on observations {payload['spec']}, the env gives {spec}")
+        net.load_state_dict(payload["model"])
+        if payload.get("optimizer"):
+            learner.optimizer.load_state_dict(payload["optimizer"])
+    learner.steps = int(counters["train_steps"])
+    net.eval()
+    model = NetworkModel(net)
+    actor = ExpertActor(config, source, actor_rng, model)
+    replay = ExpertReplay(t.replay_capacity, spec, positive_weight=t.positive_weight)
+    heldout = ExpertReplay(HELDOUT_POSITIONS, spec, positive_weight=1.0)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "config.json") as handle:
+        handle.write(config.to_json() + "\n")
+    log = _Log(out / "log.jsonl")
+    log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes, "version": 2,
+               "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
+               "parameters": sum(p.numel() for p in net.parameters()), **counters})
+
+    def checkpoint(elapsed: float) -> None:
+        save_checkpoint(out, net=net, config=config, optimizer=learner.optimizer,
+                        progress={**counters, "elapsed_s": elapsed},
+                        rng={"actor": _rng_state(actor_rng), "learner": _rng_state(learner_rng),
+                             "eval": _rng_state(eval_rng), "torch": torch.get_rng_state()})
+
+    def record(elapsed: float, losses: list[dict], games: list) -> dict:
+        rec = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size,
+               "replay_positive_fraction": float(np.mean(replay.residual[replay.weight > 0] > POSITIVE_RESIDUAL))
+               if replay.size else math.nan}
+        if losses:
+            rec["losses"] = {k: float(np.mean([d[k] for d in losses])) for k in losses[0]}
+        played = [g for g in games if not g.heldout]
+        if played:
+            rec["return_mean"] = finite_mean([g.ret for g in played])
+            rec["xla_return_mean"] = finite_mean([g.xla_return for g in played])
+            rec["beats_xla_fraction"] = finite_mean([g.ret > g.xla_return + 1e-12 for g in played])
+        if heldout.size and replay.size:
+            # the same number of positions from each, drawn uniformly (no positive weighting)
+            n = min(EVAL_POSITIONS, heldout.size, replay.size)
+            train_idx = eval_rng.choice(np.flatnonzero(replay.weight > 0), size=n, replace=False)
+            held_idx = eval_rng.choice(np.flatnonzero(heldout.weight > 0), size=n, replace=False)
+            rec["train_residual_error"] = learner.residual_error(replay, train_idx)
+            rec["heldout_residual_error"] = learner.residual_error(heldout, held_idx)
+            rec["train_positive_fraction"] = float(np.mean(replay.residual[train_idx] > POSITIVE_RESIDUAL))
+            rec["heldout_positive_fraction"] = float(np.mean(heldout.residual[held_idx] > POSITIVE_RESIDUAL))
+        return rec
+
+    budget = minutes * 60.0
+    begin = time.perf_counter()
+    base_elapsed = float(counters["elapsed_s"])
+    last_log = last_ckpt = begin
+    owed = 0.0
+    losses: list[dict] = []
+    games: deque = deque(maxlen=50)
+    with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+        while time.perf_counter() - begin < budget:
+            records, held, game = actor.step()
+            counters["env_steps"] += 1
+            if held:
+                counters["heldout_positions"] += heldout.add(records)
+            else:
+                added = replay.add(records)
+                counters["positions"] += added
+                if replay.size >= max(t.min_replay, 1):
+                    owed += added * t.replay_ratio / t.batch_size
+            while owed >= 1.0:
+                parts = learner.step(replay)
+                if not all(math.isfinite(v) for v in parts.values()):
+                    raise FloatingPointError(f"non-finite loss at train step {learner.steps}: {parts}")
+                losses.append(parts)
+                owed -= 1.0
+            counters["train_steps"] = learner.steps
+            if game is not None:
+                counters["episodes"] += 1
+                games.append(game)
+            now = time.perf_counter()
+            if now - last_log >= t.log_every_s:
+                last_log = now
+                rec = record(base_elapsed + now - begin, losses, list(games))
+                log.write({"event": "progress", **rec})
+                losses = []
+                bar.update(f"games {counters['episodes']} positions {counters['positions']} "
+                           f"train {counters['train_steps']}", done=min(round(now - begin), round(budget)))
+            if now - last_ckpt >= t.checkpoint_every_s:
+                last_ckpt = now
+                checkpoint(base_elapsed + now - begin)
+        counters["elapsed_s"] = base_elapsed + time.perf_counter() - begin
+        checkpoint(counters["elapsed_s"])
+        bar.update("done", done=round(budget))
+    summary = record(counters["elapsed_s"], losses, list(games))
     summary["checkpoint"] = str(checkpoint_path(out))
     log.write({"event": "end", **summary})
     return summary

@@ -1,0 +1,60 @@
+"""Curves of a ``network.version = 2`` training log (expert iteration): the residual error on
+replay and held-out positions side by side, the loss parts, and the self-play games' return
+against XLA-like's (the search's best completion on each game's program).
+
+    python baselines/muzero/plot_expert.py baselines/muzero/expert/train-log.jsonl --png FILE.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("log", help="a train-log.jsonl / log.jsonl of `mallocgym train muzero --set network.version=2`")
+    p.add_argument("--png", required=True, help="the PNG file to write")
+    args = p.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mallocgym._files import atomic_write
+
+    rows = [json.loads(line) for line in Path(args.log).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("event") in ("progress", "end")]
+    if not rows:
+        raise SystemExit(f"{args.log}: no progress lines")
+    minutes = [r["elapsed_s"] / 60 for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    held = [(m, r) for m, r in zip(minutes, rows) if "heldout_residual_error" in r]
+    ax = axes[0]
+    if held:
+        ax.plot([m for m, _ in held], [r["train_residual_error"] for _, r in held], label="replay positions")
+        ax.plot([m for m, _ in held], [r["heldout_residual_error"] for _, r in held], label="held-out games' positions")
+        ax.legend()
+    ax.set(title="mean absolute residual error (units: 0.25 % of program time)", xlabel="minutes")
+    ax = axes[1]
+    for key in ("policy", "residual", "advantage"):
+        pts = [(m, r["losses"][key]) for m, r in zip(minutes, rows) if "losses" in r]
+        ax.plot([a for a, _ in pts], [b for _, b in pts], label=key)
+    ax.set(title="loss parts (mean since the previous line)", xlabel="minutes")
+    ax.legend()
+    ax = axes[2]
+    pts = [(m, r) for m, r in zip(minutes, rows) if "return_mean" in r]
+    ax.plot([m for m, _ in pts], [r["return_mean"] for _, r in pts], label="search (best completion)")
+    ax.plot([m for m, _ in pts], [r["xla_return_mean"] for _, r in pts], label="XLA-like", linestyle="--")
+    ax.set(title="self-play games (last 50): normalised return", xlabel="minutes")
+    ax.legend()
+    fig.tight_layout()
+    with atomic_write(args.png, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=80)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
