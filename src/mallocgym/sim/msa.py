@@ -310,7 +310,7 @@ def keep_free(st, state, s):
     if s == st.seg_ptr[b] or (prev_kind != FAST and prev_kind != PREFETCH_SEG):
         return False
     hi = st.seg_use[s]
-    return v1.first_blocked(st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, hi, True) > hi
+    return v1.first_blocked(st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, hi, True, True) > hi
 
 
 @njit(cache=True)

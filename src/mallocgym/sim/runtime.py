@@ -307,7 +307,7 @@ def simulate_window(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
     n_ops = compute_time.shape[0]
     n = copy_start.shape[0]
     bw = np.float64(slow_bw)
-    order = np.arange(n) if ordered else issue_order(copy_start, copy_done, n_ops)
+    order = np.empty(0, np.int64) if ordered else issue_order(copy_start, copy_done, n_ops)
     # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued;
     # completing the front one is moving head[k].
     fifo = np.empty((2, n), dtype=np.int64)
@@ -324,8 +324,8 @@ def simulate_window(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
         if may_stop and empty and t > dirty_hi and t > t0 and empty_out[t]:
             return t
         empty_out[t] = empty
-        while nxt < n and copy_start[order[nxt]] == t - 1:  # copy-starts after op t - 1
-            c = order[nxt]
+        while nxt < n and copy_start[nxt if ordered else order[nxt]] == t - 1:  # copy-starts after op t - 1
+            c = nxt if ordered else order[nxt]
             k = copy_kind[c]
             fifo[k, tail[k]] = c
             rem[c] = copy_bytes[c]

@@ -102,8 +102,9 @@ State1 = namedtuple("State1", [
     "blk_stall",     # float64[T // BLOCK + 1] stall time of each block (runtime.sum_blocks)
     "ix_head",       # int32[B] chunk index: the last registration in each time bucket of IX_WIDTH ops (-1 none)
     "ix_nxt",        # int32[R] the registration before it in the same bucket (-1 none)
-    "ix_cid",        # int32[R] the chunk registered
+    "ix_cid",        # int32[R] the chunk registered: c in its first bucket, ~c (< 0) in the later ones
     "ix_reg_hi",     # int64[S] the op each chunk is registered through (-1: not yet); see _register
+    "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint
     "counters",      # int64[9]: decisions made (position in order), chunks opened, forced, chosen, copies,
@@ -113,7 +114,7 @@ State1 = namedtuple("State1", [
 ])
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED = 0, 1, 2, 3, 4, 5, 6, 7, 8
-INDEX_DENSITY = 4  # the chunk index's bucket width keeps registrations near this many per buffer and segment
+INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -282,7 +283,8 @@ def _new_index(st: Static1) -> dict:
     total = int((st.end - st.start + 3).sum())
     cap = 2 * (total // width) + 2 * n_seg + 4 * n + 64
     return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_nxt=np.zeros(cap, np.int32),
-                ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64))
+                ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64),
+                ix_count=np.zeros(n_ops // width + 2, np.int32))
 
 
 def copy_state(state: State1) -> State1:
@@ -334,6 +336,7 @@ def copy_into(src, dst):
     dst.ix_nxt[:n] = src.ix_nxt[:n]
     dst.ix_cid[:n] = src.ix_cid[:n]
     dst.ix_reg_hi[:] = src.ix_reg_hi
+    dst.ix_count[:] = src.ix_count
     dst.image[:, :] = src.image
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
@@ -502,9 +505,10 @@ def _register(st, state, c):
         n = state.counters[IX_USED]
         if n >= state.ix_cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
-        state.ix_cid[n] = c
+        state.ix_cid[n] = c if old < 0 and k == first else ~c
         state.ix_nxt[n] = state.ix_head[k]
         state.ix_head[k] = n
+        state.ix_count[k] += 1
         state.counters[IX_USED] = n + 1
     state.ix_reg_hi[c] = hi
 
@@ -543,20 +547,31 @@ def held_through(state, c, msa_hold):
 def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     """Chunks live at some op of ``[lo, hi]`` (not ``skip_buf``'s) into ``ids``, sorted by offset
     (ties in any order: the gap sweeps take the highest end so far); return how many. Meets only
-    the chunks registered in the index buckets the window spans; a chunk registered in several
-    is taken in the first of them that the window spans."""
+    the chunks registered in the index buckets the window spans (a chunk registered in several
+    is taken in the first of them that the window spans: its first bucket or the window's), then
+    sorts them; when those are more
+    than half of the chunks, a scan of all of them in offset order (``active``) is cheaper."""
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
+    if 2 * _registrations(state, k0, k1) > state.counters[N_CHUNKS]:
+        for i in range(state.counters[N_CHUNKS]):
+            c = state.active[i]
+            if state.ch_buf[c] == skip_buf or state.ch_lo[c] > hi or held_through(state, c, msa_hold) < lo:
+                continue
+            ids[m] = c
+            m += 1
+        return m
     for k in range(k0, k1 + 1):
         j = state.ix_head[k]
         while j >= 0:
             c = state.ix_cid[j]
             j = state.ix_nxt[j]
-            first = state.ch_lo[c] // w
-            if (first if first > k0 else k0) != k:  # met in an earlier bucket of this window
-                continue
+            if c < 0:  # not the chunk's first bucket: met in an earlier bucket of this window
+                if k > k0:
+                    continue
+                c = ~c
             if state.ch_buf[c] == skip_buf or state.ch_lo[c] > hi or held_through(state, c, msa_hold) < lo:
                 continue
             ids[m] = c
@@ -565,7 +580,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
         offs = np.empty(m, np.int64)
         for i in range(m):
             offs[i] = state.ch_off[ids[i]]
-        ids[:m] = ids[:m][np.argsort(offs, kind="mergesort")]
+        ids[:m] = ids[:m][np.argsort(offs)]
         return m
     for i in range(1, m):  # insertion sort for a few
         c = ids[i]
@@ -623,9 +638,20 @@ def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
 
 
 @njit(cache=True)
-def first_blocked(st, state, b, off, lo, hi, msa_hold):
+def _registrations(state, k0, k1):
+    """Index registrations in buckets ``k0..k1``: what a bucket walk of that window visits."""
+    regs = 0
+    for k in range(k0, k1 + 1):
+        regs += state.ix_count[k]
+    return regs
+
+
+@njit(cache=True)
+def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
-    (``hi + 1`` if none); ``msa_hold`` as :func:`held_through`."""
+    (``hi + 1`` if none); with ``any_op``, some op of ``[lo, hi]`` at which it does (a yes/no
+    question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the index buckets of the
+    window (no sort is needed here, so the walk beats a scan of every chunk even on long windows)."""
     size = st.size[b]
     first = hi + 1
     w = state.counters[IX_WIDTH]
@@ -634,10 +660,14 @@ def first_blocked(st, state, b, off, lo, hi, msa_hold):
         while j >= 0:
             c = state.ix_cid[j]
             j = state.ix_nxt[j]
+            if c < 0:
+                c = ~c
             if state.ch_buf[c] == b or held_through(state, c, msa_hold) < lo or state.ch_lo[c] > hi:
                 continue
             if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
                 t = state.ch_lo[c] if state.ch_lo[c] > lo else lo
+                if any_op:
+                    return t
                 if t < first:
                     first = t
     return first
@@ -759,7 +789,7 @@ def keep_legal(st, state, s):
         return False
     lo = st.seg_prev[s] + 1
     hi = st.seg_use[s]
-    return first_blocked(st, state, b, state.seg_off[s - 1], lo, hi, False) > hi
+    return first_blocked(st, state, b, state.seg_off[s - 1], lo, hi, False, True) > hi
 
 
 @njit(cache=True)
@@ -846,7 +876,7 @@ def eviction_end(st, state, b, needed):
     if e > needed:
         e = needed
     if e - 1 > last_use:  # hold the chunk up to e - 1: move e earlier until that is free
-        blocked = first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1, False)
+        blocked = first_blocked(st, state, b, state.ch_off[c], last_use + 1, e - 1, False, False)
         if blocked < e:
             e = blocked
     return e

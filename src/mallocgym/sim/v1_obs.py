@@ -189,12 +189,11 @@ def observe(st, state, s, table, obs, peak_live, total_bytes):
     if state.image.shape[0] != a_bins or state.image.shape[1] != t_bins:
         raise ValueError("the state keeps no occupancy image of the observation's size (new_state(st, memory_bins))")
     bin_ops = n_ops / t_bins
-    full = float(n_ops) * cap
+    inv_full = 1.0 / (float(n_ops) * cap)
     for ab in range(a_bins):
         for tb in range(t_bins):
-            v = state.image[ab, tb] / full
-            obs.memory[0, ab, tb] = v if v < 1.0 else 1.0
-            obs.memory[1, ab, tb] = 0.0
+            obs.memory[0, ab, tb] = min(state.image[ab, tb] * inv_full, 1.0)
+    obs.memory[1, :, :] = 0.0
     # progress
     pos = state.counters[0]
     time = state.totals[TIME]
