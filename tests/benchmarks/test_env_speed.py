@@ -13,6 +13,7 @@ import gymnasium as gym
 import pytest
 
 import mallocgym
+from steppers import v0_stepper
 from mallocgym import sim
 from mallocgym.speed import cartpole_step_seconds, env_step_seconds, program_with_buffers
 
@@ -29,16 +30,7 @@ def scenario_10k():
 
 def test_env_step_vs_cartpole(benchmark, scenario_1k):
     env = gym.make("MallocGame-v0", workload=scenario_1k.workload, hardware=scenario_1k.hardware)
-    k = env.unwrapped.k
-    state = {"obs": env.reset(seed=0)[0]}
-
-    def one_step():
-        obs = state["obs"]
-        obs, _, done, _, _ = env.step(0 if obs["action_mask"][0] else k)
-        state["obs"] = env.reset()[0] if done else obs
-
-    for _ in range(100):
-        one_step()
+    one_step = v0_stepper(env)
     benchmark.pedantic(one_step, rounds=20000, iterations=1, warmup_rounds=100)
     ratio = env_step_seconds(scenario_1k, 20000) / cartpole_step_seconds(20000)
     benchmark.extra_info["step_ratio_to_cartpole"] = ratio

@@ -14,6 +14,7 @@ import gymnasium as gym
 import pytest
 
 import mallocgym  # noqa: F401  (registers the envs)
+from steppers import v0_stepper
 from mallocgym import scenarios, sim
 
 BUNDLED = ["lstm-train@1/8", "moe-layer-train@1/8"]
@@ -27,16 +28,7 @@ def _names() -> list[str]:
 def test_env_step(benchmark, name):
     scenario = scenarios.get(name)
     env = gym.make("MallocGame-v0", workload=scenario.workload, hardware=scenario.hardware)
-    k = env.unwrapped.k
-    state = {"obs": env.reset(seed=0)[0]}
-
-    def one_step():
-        obs = state["obs"]
-        obs, _, done, _, _ = env.step(0 if obs["action_mask"][0] else k)
-        state["obs"] = env.reset()[0] if done else obs
-
-    for _ in range(100):
-        one_step()
+    one_step = v0_stepper(env)
     benchmark.extra_info["buffers"] = scenario.workload.num_buffers
     benchmark.pedantic(one_step, rounds=5000, iterations=1, warmup_rounds=100)
 

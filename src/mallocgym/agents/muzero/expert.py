@@ -34,7 +34,9 @@ import torch.nn.functional as F
 
 from ...scenarios import Scenario
 from .config import MuZeroConfig
+from .learner import Learner
 from .networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors
+from .replay import obs_arrays
 from .simsearch import ExpertRecord, SimulatorSearch
 
 __all__ = ["POSITIVE_RESIDUAL", "position_weight", "ExpertReplay", "ExpertLearner", "ExpertActor", "ExpertGame",
@@ -63,14 +65,7 @@ class ExpertReplay:
         self.spec = spec
         self.positive_weight = float(positive_weight)
         c, a = self.capacity, spec.num_actions
-        self.obs = {
-            "buffer": np.zeros((c, spec.buffer_dim), np.float32),
-            "candidates": np.zeros((c, spec.k * spec.candidate_dim), np.float32),
-            "next": np.zeros((c, spec.n_next * spec.next_dim), np.float32),
-            "memory": np.zeros((c, spec.memory_dim), memory_dtype),
-            "progress": np.zeros((c, spec.progress_dim), np.float32),
-            "action_mask": np.zeros((c, a), np.int8),
-        }
+        self.obs = obs_arrays(c, spec, memory_dtype)
         self.legal = np.zeros((c, a), bool)
         self.policy = np.zeros((c, a), np.float32)
         self.residual = np.zeros(c, np.float32)
@@ -144,19 +139,13 @@ def expert_loss(net: MuZeroNet, batch: dict[str, torch.Tensor], config: MuZeroCo
     return total, parts
 
 
-class ExpertLearner:
+class ExpertLearner(Learner):
     """AdamW on :func:`expert_loss`; :meth:`step` draws a batch and takes one optimiser step."""
 
     def __init__(self, net: MuZeroNet, config: MuZeroConfig, rng: np.random.Generator):
         if config.network.version < 2:
             raise ValueError("the expert-iteration learner trains version-2 networks (network.version = 2)")
-        torch.set_num_threads(1)
-        self.net = net
-        self.config = config
-        self.rng = rng
-        t = config.train
-        self.optimizer = torch.optim.AdamW(net.parameters(), lr=t.lr, weight_decay=t.weight_decay)
-        self.steps = 0
+        super().__init__(net, config, rng)
 
     def step(self, replay: ExpertReplay) -> dict:
         """One update on a batch of ``train.batch_size`` positions; returns the loss parts."""

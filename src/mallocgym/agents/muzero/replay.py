@@ -43,6 +43,20 @@ def nstep_returns(rewards: np.ndarray, values: np.ndarray, td_steps: int, discou
     return z
 
 
+def obs_arrays(capacity: int, spec: ObsSpec, memory_dtype=np.float16) -> dict[str, np.ndarray]:
+    """Zeroed observation arrays for ``capacity`` positions (one row each), the memory image in
+    ``memory_dtype``."""
+    c = capacity
+    return {
+        "buffer": np.zeros((c, spec.buffer_dim), np.float32),
+        "candidates": np.zeros((c, spec.k * spec.candidate_dim), np.float32),
+        "next": np.zeros((c, spec.n_next * spec.next_dim), np.float32),
+        "memory": np.zeros((c, spec.memory_dim), memory_dtype),
+        "progress": np.zeros((c, spec.progress_dim), np.float32),
+        "action_mask": np.zeros((c, spec.num_actions), np.int8),
+    }
+
+
 @dataclass
 class GameRecord:
     """One finished self-play game: per position ``t`` the observation (batched arrays
@@ -94,14 +108,7 @@ class Replay:
         self.alpha = float(alpha)
         self.beta = float(beta)
         c, a = self.capacity, spec.num_actions
-        self.obs = {
-            "buffer": np.zeros((c, spec.buffer_dim), np.float32),
-            "candidates": np.zeros((c, spec.k * spec.candidate_dim), np.float32),
-            "next": np.zeros((c, spec.n_next * spec.next_dim), np.float32),
-            "memory": np.zeros((c, spec.memory_dim), memory_dtype),
-            "progress": np.zeros((c, spec.progress_dim), np.float32),
-            "action_mask": np.zeros((c, a), np.int8),
-        }
+        self.obs = obs_arrays(c, spec, memory_dtype)
         self.actions = np.full(c, a - 1, np.int64)
         self.rewards = np.zeros(c, np.float32)
         self.values = np.zeros(c, np.float32)

@@ -60,6 +60,15 @@ class _Log:
             os.fsync(handle.fileno())
 
 
+
+def _resume_weights(payload: dict, spec, net, learner) -> None:
+    """Load a resumed run's network and optimiser, refusing one trained on other observations."""
+    if payload["spec"] != spec:
+        raise ValueError(f"{payload['path']}: trained on observations {payload['spec']}, the env gives {spec}")
+    net.load_state_dict(payload["model"])
+    if payload.get("optimizer"):
+        learner.optimizer.load_state_dict(payload["optimizer"])
+
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
     text = " ".join(text.split())
@@ -123,11 +132,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     net = MuZeroNet(spec, config.network)
     learner = Learner(net, config, learner_rng)
     if payload is not None:
-        if payload["spec"] != spec:
-            raise ValueError(f"{payload['path']}: trained on observations {payload['spec']}, the env gives {spec}")
-        net.load_state_dict(payload["model"])
-        if payload.get("optimizer"):
-            learner.optimizer.load_state_dict(payload["optimizer"])
+        _resume_weights(payload, spec, net, learner)
         selfplay.baselines.update(payload["extra"].get("baselines", {}))
     learner.steps = int(counters["train_steps"])
     net.eval()
@@ -232,11 +237,7 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     net = MuZeroNet(spec, config.network)
     learner = ExpertLearner(net, config, learner_rng)
     if payload is not None:
-        if payload["spec"] != spec:
-            raise ValueError(f"{payload['path']}: trained on observations {payload['spec']}, the env gives {spec}")
-        net.load_state_dict(payload["model"])
-        if payload.get("optimizer"):
-            learner.optimizer.load_state_dict(payload["optimizer"])
+        _resume_weights(payload, spec, net, learner)
     learner.steps = int(counters["train_steps"])
     net.eval()
     model = NetworkModel(net)
