@@ -43,8 +43,9 @@ from . import v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
 from .v1_obs import advance_forced, play
 
-__all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state", "has_resource", "add_copy", "picker_starts", "nocopy_ok",
-           "keep_free", "best_fit", "look_ahead_fit", "choose", "plan", "nearest_action", "complete_msa"]
+__all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state",
+           "has_resource", "add_copy", "picker_starts", "nocopy_ok", "keep_free", "best_fit",
+           "look_ahead_fit", "choose", "plan", "nearest_action", "complete_msa"]
 
 PICKERS = ("cost", "count")
 COST, COUNT = 0, 1

@@ -246,6 +246,7 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
     s, n, t = st.seg_use.shape[0], st.size.shape[0], st.compute_time.shape[0]
     slow = np.zeros(t, dtype=np.int64)
     np.add.at(slow, st.access_op, st.access_bytes)
+    width = _index_width(st)
     state = State1(
         seg_kind=np.zeros(s, np.int64), seg_off=np.full(s, -1, np.int64), seg_pstart=np.full(s, -1, np.int64),
         seg_chunk=np.full(s, -1, np.int64), ev_done=np.full(n, -1, np.int64), ev_base=np.full(n, -1, np.int64),
@@ -256,21 +257,26 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
-        blk_stall=np.zeros(n_blocks(t)), **_new_index(st), image=np.zeros(tuple(int(x) for x in memory_bins)),
+        blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         counters=np.zeros(9, np.int64), totals=np.zeros(3),
     )
-    state.counters[IX_WIDTH] = _index_width(st)
+    state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
     return state
 
 
 def _index_width(st: Static1) -> int:
+    """Ops per index bucket: registrations stay near ``INDEX_DENSITY`` per buffer and segment."""
     n, n_seg = st.size.shape[0], st.seg_use.shape[0]
-    total = int((st.end - st.start + 3).sum())
-    return max(1, -(-total // (INDEX_DENSITY * (n + n_seg) + 1)))
+    return max(1, -(-_index_span(st) // (INDEX_DENSITY * (n + n_seg) + 1)))
 
 
-def _new_index(st: Static1) -> dict:
+def _index_span(st: Static1) -> int:
+    """The buffers' live ranges, each widened by 3 ops, summed: what the registrations cover."""
+    return int((st.end - st.start + 3).sum())
+
+
+def _new_index(st: Static1, width: int) -> dict:
     """An empty time-bucket index of the fast-memory chunks, so that a query over an op window
     meets only the chunks of the buckets it spans, not every chunk opened so far (which made a
     step grow with the program). A chunk is registered in each bucket it spans, through one op
@@ -279,9 +285,7 @@ def _new_index(st: Static1) -> dict:
     later chunk's start after a dropped eviction; so at most ``2 * sum(live + 3) / width + 2 *
     segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
     n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
-    width = _index_width(st)
-    total = int((st.end - st.start + 3).sum())
-    cap = 2 * (total // width) + 2 * n_seg + 4 * n + 64
+    cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
     return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_nxt=np.zeros(cap, np.int32),
                 ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64),
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
@@ -403,10 +407,11 @@ def current_time(st, state):
     Incremental: the decisions since the last simulation changed iterations ``counters[DIRTY]``
     to ``counters[DIRTY_HI]`` only (an access's op, a copy's issue op + 1). The run restarts from
     the last iteration at or before the first at which both copy queues were empty, with only the
-    copies issued from there on (a suffix of the list, which is in queue order), and stops after the last changed iteration as soon as the queues
-    are empty in both the new and the old simulation
-    (:func:`~mallocgym.sim.runtime.simulate_window`); the block sums it touched are re-added
-    (:func:`~mallocgym.sim.runtime.sum_blocks`). The figures equal a full run's bit for bit."""
+    copies issued from there on (a suffix of the list, which is in queue order), and stops after
+    the last changed iteration as soon as the queues are empty in both the new and the old
+    simulation (:func:`~mallocgym.sim.runtime.simulate_window`); the block sums it touched are
+    re-added (:func:`~mallocgym.sim.runtime.sum_blocks`). The figures equal a full run's bit for
+    bit."""
     n_ops = st.compute_time.shape[0]
     dirty = state.counters[DIRTY]
     if dirty > n_ops:
@@ -549,8 +554,8 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     (ties in any order: the gap sweeps take the highest end so far); return how many. Meets only
     the chunks registered in the index buckets the window spans (a chunk registered in several
     is taken in the first of them that the window spans: its first bucket or the window's), then
-    sorts them; when those are more
-    than half of the chunks, a scan of all of them in offset order (``active``) is cheaper."""
+    sorts them; when those are more than half of the chunks, a scan of all of them in offset order
+    (``active``) is cheaper."""
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
@@ -650,8 +655,9 @@ def _registrations(state, k0, k1):
 def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
     (``hi + 1`` if none); with ``any_op``, some op of ``[lo, hi]`` at which it does (a yes/no
-    question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the index buckets of the
-    window (no sort is needed here, so the walk beats a scan of every chunk even on long windows)."""
+    question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the
+    index buckets of the window (no sort is needed here, so the walk beats a scan of every chunk
+    even on long windows)."""
     size = st.size[b]
     first = hi + 1
     w = state.counters[IX_WIDTH]
