@@ -30,7 +30,7 @@ ENTRIES=(
   "beam|beam|default minimalloc|v0"
   "mcts|mcts|default minimalloc|v0"
   "rollout-nested|rollout:levels=2|minimalloc|v0"
-  "pack|pack,pack:time_limit_s=10,exact_s=50|default minimalloc|v0"
+  "pack|pack,pack:time_limit_s=10,exact_s=45|default minimalloc|v0"
   "v1|$V1_AGENTS|default minimalloc|v1"
 )
 

@@ -252,3 +252,61 @@ def test_exact_seeded_by_pack_matches_brute_force(index):
                            objective_floor=floor)
     assert evaluate(workload, solution.offsets, hardware).time == pytest.approx(optimum, rel=1e-6)
     assert solution.time_lower_bound <= optimum * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------ the knapsack relaxation
+@pytest.mark.parametrize("index", range(6))
+def test_knapsack_relaxation_is_the_best_subset_that_meets_every_clique_row(index):
+    """Brute force over subsets: the relaxation's optimum is the best saving among the sets whose
+    co-live lengths fit, which is at least the best packing's saving."""
+    pytest.importorskip("ortools")
+    from mallocgym.agents.exact import build_problem
+    from mallocgym.agents.pack import _saving, _values, knapsack_relaxation
+
+    workload, hardware = random_program(np.random.default_rng(3000 + index), index)
+    problem = build_problem(Scenario("r", workload, hardware), 1 << 30)
+    lin, gains, o0 = _values(problem)
+    n = len(problem.buffers)
+    best = 0
+    for chosen in itertools.product([False, True], repeat=n):
+        chosen = np.array(chosen, dtype=bool)
+        if all(problem.length[c][chosen[c]].sum() <= problem.capacity_units for c in problem.cliques):
+            best = max(best, _saving(np.where(chosen, 0, -1), lin, gains))
+    bound, picked, status = knapsack_relaxation(problem, 5.0)
+    assert status == "OPTIMAL"
+    assert bound == best
+    assert _saving(np.where(picked, 0, -1), lin, gains) == best
+    packed = solve_pack(Scenario("r", workload, hardware), PackConfig(time_limit_s=2.0, knapsack_s=0))
+    assert packed.info["saving"] <= bound
+
+
+def test_knapsack_bound_closes_a_gap_the_lp_leaves():
+    """Co-live buffers of 3 and 2 bytes, 4 bytes of fast memory, each saving in proportion to the
+    bytes it moves at its own always-memory-bound op: the LP takes all of one and part of the
+    other (4 bytes' worth), the knapsack relaxation and the optimum only the 3-byte one."""
+    pytest.importorskip("ortools")
+    from mallocgym.agents.exact import build_problem
+    from mallocgym.agents.pack import knapsack_relaxation, lp_saving_bound
+
+    w = Workload.from_buffers("two", flops=[0.0, 0.0], size=[3, 2], start=[0, 0], end=[1, 1],
+                              accesses=[[(0, 3, True)], [(1, 2, True)]])
+    hw = Hardware(1e12, 1000.0, 10000.0, fast_capacity=4, alignment=1)
+    problem = build_problem(Scenario("two", w, hw), 1 << 30)
+    big = -problem.linear[0]  # the 3-byte buffer's saving, in quanta
+    assert problem.capacity_units == 4 and problem.length.tolist() == [3, 2]
+    assert lp_saving_bound(problem) >= big * 4 // 3
+    assert knapsack_relaxation(problem, 5.0)[0] == big
+    both = solve_pack(Scenario("two", w, hw), PackConfig(time_limit_s=1.0))
+    assert both.info["knapsack"]["saving_bound"] == both.info["saving"] == big
+    assert both.info["status"] == "optimal"
+    time = evaluate(w, both.offsets, hw).time
+    assert both.offsets.tolist() == [0, -1]
+    assert time == pytest.approx(3 / 10000 + 2 / 1000)
+    assert both.time_lower_bound == pytest.approx(time, rel=1e-6)
+
+
+@pytest.mark.parametrize("field,value", [("knapsack_s", -1.0), ("knapsack_s", float("nan")),
+                                         ("repair_share", 1.0), ("repair_share", -0.1)])
+def test_knapsack_settings_are_checked(field, value):
+    with pytest.raises(ValueError, match=field):
+        PackConfig(**{field: value})

@@ -11,19 +11,27 @@ buffer, capped at ``memory - compute`` for ops that can become compute-bound. Wi
 all-slow objective, a mapping's objective is ``O0 - saving(x)`` with
 ``saving(x) = sum_b lin_b x_b + sum_t min(cap_t, sum_b s_tb x_b)``.
 
+0. With OR-Tools installed (the ``exact`` extra), the *knapsack relaxation* first
+   (:func:`knapsack_relaxation`, CP-SAT, ``knapsack_s``): the same saving over binary ``x``
+   with one row ``sum len_b x_b <= capacity`` per maximal set of co-live buffers and no
+   geometry. Its optimum bounds every mapping's saving; the set it chooses, packed by the
+   canonical search (the most valuable part of it that packs, ``repair_share`` of the time), is
+   a second starting mapping. When that packing keeps the relaxation's whole optimum, it is
+   proven optimal and the search below is skipped.
 1. Each connected component of the interval graph first tries to place *every* useful buffer
    (:func:`mallocgym.sim.pack.pack`'s decision search; a share of the time): if that works, the
    component is optimal (no saving is negative).
 2. Otherwise branch and bound over canonical packings maximises ``saving``
-   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the XLA-like mapping dropped onto
-   the ``u`` grid (so ``pack`` is never worse than ``xla``).
-3. The upper bound on the saving is the smaller of the search's (the tree searched: exact; else
-   its root bound) and, when OR-Tools is installed (the ``exact`` extra), the LP relaxation
-   ``max sum lin x + sum z_t``, ``z_t <= cap_t``, ``z_t <= sum s_tb x_b``, one row
-   ``sum len_b x_b <= capacity`` per maximal set of co-live buffers, ``0 <= x <= 1`` (GLOP),
-   rounded up with a ``1e-9`` relative margin for the LP's floating point. The reported
-   ``time_lower_bound`` is the integer model's time of ``O0 - bound`` (it under-estimates every
-   mapping's time; see :mod:`mallocgym.agents.exact`), so the leaderboard prints a gap.
+   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the better of the repaired
+   knapsack set and the XLA-like mapping dropped onto the ``u`` grid (so ``pack`` is never worse
+   than ``xla``).
+3. The upper bound on the saving is the smallest of the search's (the tree searched: exact; else
+   its root bound), the knapsack relaxation's and, with OR-Tools, the LP relaxation
+   ``max sum lin x + sum z_t``, ``z_t <= cap_t``, ``z_t <= sum s_tb x_b``, the same clique
+   rows, ``0 <= x <= 1`` (GLOP), rounded up with a ``1e-9`` relative margin for the LP's
+   floating point. The reported ``time_lower_bound`` is the integer model's time of
+   ``O0 - bound`` (it under-estimates every mapping's time; see :mod:`mallocgym.agents.exact`),
+   so the leaderboard prints a gap.
 
 Bad input: a time limit <= 0 is an error; a buffer larger than the fast memory is never in the
 model (it stays slow, as everywhere); a fast memory smaller than the alignment is legal and
@@ -46,7 +54,7 @@ from ..workloads.minimalloc import minimalloc_rows
 from .base import Solution, parse_config
 from .exact import BOUND_SAFETY, Problem, build_problem, drop_to_grid
 
-__all__ = ["PackConfig", "PackAgent", "solve_pack", "pack_factory", "lp_saving_bound"]
+__all__ = ["PackConfig", "PackAgent", "solve_pack", "pack_factory", "lp_saving_bound", "knapsack_relaxation"]
 
 
 @dataclass(frozen=True)
@@ -54,9 +62,19 @@ class PackConfig:
     """Settings of the ``pack`` agent.
 
     Attributes:
-      time_limit_s: wall-clock limit of the search, seconds (> 0); the LP bound comes on top.
+      time_limit_s: wall-clock limit of the search, seconds (> 0); the LP and knapsack bounds
+        come on top.
       lp_bound: also bound the saving by the LP relaxation (needs OR-Tools, the ``exact``
         extra; skipped silently when it is missing, and then only the search's bound is used).
+      knapsack_s: when > 0 (and OR-Tools is installed), first solve the *knapsack relaxation*
+        (the model without the packing geometry: only "every maximal set of co-live buffers
+        fits the memory", binary choices) with CP-SAT for at most this many seconds, on top of
+        ``time_limit_s``. Its proven bound tightens the saving bound (it is never weaker than
+        the LP's once solved), and the set it chooses, packed by the canonical search, is a
+        second starting mapping (see ``repair_share``). 0: off.
+      repair_share: share of ``time_limit_s`` spent packing the knapsack's set (the most
+        valuable subset of it that packs), in ``[0, 1)``; the rest goes to the branch and bound
+        over all buffers, started from the better of that packing and XLA-like's.
       resolution: integer time quanta per all-slow program time (>= 1000), as for ``exact``.
       exact_s: when > 0 and the saving is not proven optimal, then run the CP-SAT agent
         (:func:`mallocgym.agents.exact.solve_exact`, 2 workers) for this many seconds, started
@@ -66,6 +84,8 @@ class PackConfig:
 
     time_limit_s: float = 10.0
     lp_bound: bool = True
+    knapsack_s: float = 5.0
+    repair_share: float = 0.5
     resolution: int = 1 << 30
     exact_s: float = 0.0
 
@@ -78,6 +98,12 @@ class PackConfig:
             raise ValueError(f"PackConfig.exact_s must be a finite number >= 0, got {self.exact_s!r}")
         if isinstance(self.resolution, bool) or not isinstance(self.resolution, int) or self.resolution < 1000:
             raise ValueError(f"PackConfig.resolution must be an integer >= 1000, got {self.resolution!r}")
+        if not (isinstance(self.knapsack_s, (int, float)) and not isinstance(self.knapsack_s, bool)
+                and math.isfinite(self.knapsack_s) and self.knapsack_s >= 0):
+            raise ValueError(f"PackConfig.knapsack_s must be a finite number >= 0, got {self.knapsack_s!r}")
+        if not (isinstance(self.repair_share, (int, float)) and not isinstance(self.repair_share, bool)
+                and 0 <= self.repair_share < 1):
+            raise ValueError(f"PackConfig.repair_share must be a number in [0, 1), got {self.repair_share!r}")
 
 
 def _values(problem: Problem):
@@ -137,6 +163,69 @@ def lp_saving_bound(problem: Problem) -> int | None:
     return int(math.floor(value * (1 + 1e-9) + 1.0))
 
 
+def knapsack_relaxation(problem: Problem, time_limit_s: float, *, seed: int = 0):
+    """The model without the packing geometry, solved by CP-SAT: maximise ``saving(x)`` over
+    binary ``x`` subject to one row ``sum len_b x_b <= capacity`` per maximal set of co-live
+    buffers (the per-op caps kept exactly). Every packing satisfies these rows, so the optimum,
+    or CP-SAT's proven bound when time runs out, bounds the saving of every mapping; the chosen
+    set need not pack. Returns ``(bound, chosen, status)``: ``bound`` an int upper bound on the
+    saving, ``chosen`` a bool array over ``problem.buffers`` (None without a solution), and
+    CP-SAT's status name; ``(None, None, "missing")`` when OR-Tools is not installed."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError:
+        return None, None, "missing"
+    n = len(problem.buffers)
+    if n == 0:
+        return 0, np.zeros(0, dtype=bool), "OPTIMAL"
+    model = cp_model.CpModel()
+    x = [model.new_bool_var(f"x{i}") for i in range(n)]
+    for clique in problem.cliques:
+        if int(problem.length[clique].sum()) > problem.capacity_units:
+            model.add(sum(int(problem.length[i]) * x[int(i)] for i in clique) <= problem.capacity_units)
+    terms = [-int(s) * x[i] for i, s in problem.linear.items() if s]
+    for k, (low, mem, gains) in enumerate(problem.max_ops):
+        z = model.new_int_var(0, max(mem - low, 0), f"z{k}")
+        model.add(z <= sum(int(s) * x[i] for i, s in gains.items()))
+        terms.append(z)
+    model.maximize(sum(terms))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = 2
+    solver.parameters.random_seed = int(seed) % (1 << 31)
+    status = solver.solve(model)
+    name = solver.status_name(status)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, None, name
+    bound = solver.best_objective_bound
+    if not math.isfinite(bound):
+        return None, None, name
+    chosen = np.array([solver.boolean_value(v) for v in x], dtype=bool)
+    if status == cp_model.OPTIMAL:  # an integer model: the optimum is the chosen set's saving
+        return int(round(solver.objective_value)), chosen, name
+    return int(math.ceil(bound * (1 + 1e-12))), chosen, name  # rounded up: still an upper bound
+
+
+def _saving(offsets: np.ndarray, lin: np.ndarray, gains) -> int:
+    """``saving(x)`` of a packing (offsets over the model's buffers, -1 = slow)."""
+    g_ptr, g_op, g_val, opcap = gains
+    placed = offsets >= 0
+    owner = np.repeat(np.arange(offsets.size), np.diff(g_ptr))
+    acc = np.zeros(opcap.size, dtype=np.int64)
+    hit = placed[owner]
+    np.add.at(acc, g_op[hit], g_val[hit])
+    return int(lin[placed].sum() + np.minimum(acc, opcap).sum())
+
+
+def _subset_gains(gains, keep: np.ndarray):
+    """The CSR op gains ``(g_ptr, g_op, g_val, opcap)`` of the rectangles ``keep`` only."""
+    g_ptr, g_op, g_val, opcap = gains
+    lo, hi = g_ptr[keep], g_ptr[keep + 1]
+    ptr = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)] + [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+    return ptr, g_op[rows].astype(np.int64), g_val[rows].astype(np.int64), opcap
+
+
 def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solution:
     """Solve ``scenario`` with the canonical packing search under ``config``: the best mapping
     found (never worse than XLA-like), a proven lower bound on program time, and in ``info`` the
@@ -158,11 +247,36 @@ def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solutio
         initial = np.where(grid[ids] >= 0, grid[ids] // unit, -1).astype(np.int64)
         # the program's own clock when it has one (MiniMalloc traces): widths in the preorders
         _, lower, upper = minimalloc_rows(w)
-        offsets, value, ub, proven, nodes = packing.maximise_parts(
-            np.asarray(lower)[ids].astype(np.int64), np.asarray(upper)[ids].astype(np.int64) - 1,
-            problem.length.astype(np.int64),
-            int(problem.capacity_units), problem.max_offset.astype(np.int64), lin, gains,
-            time_limit_s=config.time_limit_s, initial=initial)
+        p_start = np.asarray(lower)[ids].astype(np.int64)
+        p_end = np.asarray(upper)[ids].astype(np.int64) - 1
+        length, maxoff = problem.length.astype(np.int64), problem.max_offset.astype(np.int64)
+        search_s = config.time_limit_s
+        knap_bound = None
+        if config.knapsack_s > 0:
+            knap_bound, chosen, knap_status = knapsack_relaxation(problem, config.knapsack_s)
+            info["knapsack"] = {"status": knap_status, "saving_bound": knap_bound,
+                                "chosen": None if chosen is None else int(chosen.sum())}
+            # (when it chooses every buffer, the search's first step tries exactly that)
+            if chosen is not None and chosen.any() and not chosen.all() and config.repair_share > 0:
+                # the most valuable part of the knapsack's set that packs: a second start
+                keep = np.flatnonzero(chosen).astype(np.int64)
+                repair_s = config.time_limit_s * config.repair_share
+                sub, _, _, _, used = packing.maximise_parts(
+                    p_start[keep], p_end[keep], length[keep], int(problem.capacity_units), maxoff[keep],
+                    lin[keep], _subset_gains(gains, keep), time_limit_s=repair_s)
+                search_s = max(config.time_limit_s - repair_s, 1e-3)
+                repaired = np.full(len(ids), -1, dtype=np.int64)
+                repaired[keep] = sub
+                info["knapsack"]["repair_nodes"] = int(used)
+                if _saving(repaired, lin, gains) > _saving(initial, lin, gains):
+                    initial = repaired
+        repaired_value = _saving(initial, lin, gains)
+        if knap_bound is not None and repaired_value >= knap_bound:  # the relaxation's optimum packs
+            offsets, value, ub, proven, nodes = initial, repaired_value, repaired_value, True, 0
+        else:
+            offsets, value, ub, proven, nodes = packing.maximise_parts(
+                p_start, p_end, length, int(problem.capacity_units), maxoff, lin, gains,
+                time_limit_s=search_s, initial=initial)
         mapping = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
         placed = offsets >= 0
         mapping[ids[placed]] = offsets[placed] * unit
@@ -174,6 +288,11 @@ def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solutio
             info["lp_saving_bound"] = lp
             if lp is not None:
                 bound_saving = min(bound_saving, lp)
+        if knap_bound is not None and not proven:
+            bound_saving = max(min(bound_saving, knap_bound), int(value))
+        if bound_saving <= value:
+            proven = True
+            info["status"] = "optimal"
         info["saving_bound"] = int(bound_saving)
     else:
         info.update(nodes=0, saving=0, status="optimal", saving_bound=0)
