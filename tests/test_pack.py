@@ -82,6 +82,24 @@ def test_pack_max_is_optimal_like_brute_force(seed):
 
 
 # ------------------------------------------------------------------------ the rules by hand
+@pytest.mark.parametrize("seed", range(40))
+def test_pack_decides_tight_instances_like_brute_force(seed):
+    """Capacity at (or one below) the peak of co-live sizes: sections with no room to spare,
+    where the search branches only on the rectangles that can fill a tight section's level."""
+    rng = np.random.default_rng(7000 + seed)
+    n = int(rng.integers(2, 7))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, 4, n)
+    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(8))
+    cap = max(peak - int(rng.integers(0, 2)), int(size.max()))
+    want = brute_best(start, end, size, cap, size, require_all=True)
+    got = P.pack(start, end, size, cap, time_limit_s=5)
+    assert got.status == ("optimal" if want is not None else "infeasible")
+    if want is not None:
+        assert valid(start, end, size, cap, got.offsets)
+
+
 def test_canonical_offsets_are_zero_or_a_top_below():
     # A [0,1] 2 units, B [1,2] 1 unit, C [2,3] 2 units, capacity 3: B must sit on A (at 2), and
     # C, which shares op 2 with B only, goes under B at 0.

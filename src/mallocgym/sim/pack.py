@@ -23,7 +23,11 @@ is our own:
   *floor* is the highest top placed in it. All rectangles still to be placed in a section go
   above ``max(current offset, floor)``, one on top of another, so ``max(offset, floor) + the
   sizes still to place there <= capacity`` must hold in every section, checked by a sweep after
-  every placement (decision mode).
+  every placement (decision mode). A section whose unplaced rectangles exactly fill the room
+  above that level is *tight*: its level must be covered by a rectangle starting there, so
+  when it is the lowest offset left, no rectangle able to cover it means a dead node and
+  exactly one means a forced move (``FORCE_MAX``; branching on tight sections with more
+  candidates too solved more planted instances but slowed MiniMalloc's B and D by 100x).
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
   there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
@@ -63,6 +67,7 @@ __all__ = ["PackResult", "pack", "pack_max", "components", "PREORDERS", "FOUND",
 FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tree searched / budget
 # spent / the unplaced rectangles fell apart in time (decision mode; the caller solves the parts)
 BIG = np.int64(1) << np.int64(60)
+FORCE_MAX = 1  # branch on a tight section only when at most this many rectangles can cover it
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
 # W = width (end - start + 1, in the caller's time unit), A = area (size x width), Z = size,
@@ -175,7 +180,7 @@ def _gain(b, acc, opcap, lin, g_ptr, g_op, g_val, apply):
 def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
-            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc):
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -185,6 +190,14 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
     search); ``meta[7]`` becomes 1 when that cut anything, so an exhausted tree is a proof only
     while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut]``.
     Returns ``(status, cstore)`` (``cstore``, the per-depth candidate lists, may have grown).
+
+    Decision mode also branches on *tight sections*: a section whose unplaced rectangles exactly
+    fill the room above its level ``max(floor, current offset)`` must have that level covered
+    by a rectangle starting there. When the level is also the lowest offset any unplaced
+    rectangle can take, the node's children are only the rectangles that can cover it (of the
+    tight section with the fewest such; none: the node is dead), whatever their preorder.
+    ``tp[depth]`` is then the preorder of the last rectangle placed by the ordinary rule at
+    the current offset (-1: none), ``fz[depth]`` 1 at such a forced node.
     """
     n = size.size
     nsec = floor.size
@@ -193,6 +206,8 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
     keys = np.empty(n, dtype=np.int64)
     cand = np.empty(n, dtype=np.int64)
     used = np.zeros(nsec, dtype=np.int64)
+    tlev = np.full(nsec, -1, dtype=np.int64)
+    tcnt = np.zeros(nsec, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -203,9 +218,21 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
             spent += 1
             nodes += 1
             expand = 0
-            last_off, last_pre = np.int64(-1), np.int64(-1)
+            last_off, last_pre = np.int64(-1), tp[depth]
             if depth > 0:
-                last_off, last_pre = off[pb[depth - 1]], pre[pb[depth - 1]]
+                last_off = off[pb[depth - 1]]
+            fz[depth] = 0
+            ntight = 0
+            if mode == 0 and depth < n:
+                # tight sections: level + what is left to place there == capacity
+                lvl0 = last_off if last_off > 0 else np.int64(0)
+                for s in range(nsec):
+                    tlev[s] = -1
+                    if total[s] > 0:
+                        lv = floor[s] if floor[s] > lvl0 else lvl0
+                        if lv + total[s] == cap:
+                            tlev[s] = lv
+                            ntight += 1
             if mode == 0:
                 if depth == n:
                     for b in range(n):
@@ -229,7 +256,15 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                 for e in range(n):
                     if off[e] < 0:
                         r = low[e] if low[e] > o else o
-                        if low[e] < o or (low[e] == o and pre[e] < last_pre):
+                        behind = low[e] < o
+                        if not behind and low[e] == o and pre[e] < last_pre:
+                            behind = True  # unless a tight section at o lets it be forced there
+                            if ntight > 0:
+                                for s in range(s0[e], s1[e]):
+                                    if tlev[s] == o:
+                                        behind = False
+                                        break
+                        if behind:
                             smallest = BIG
                             for j in range(ov_ptr[e], ov_ptr[e + 1]):  # sorted by size
                                 f = ov_idx[j]
@@ -279,6 +314,30 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                         break
                 if status == SPLIT:
                     break
+            # forced branching on the tight section with the fewest rectangles able to cover it
+            forced_s = np.int64(-1)
+            if ntight > 0:
+                lvl0 = last_off if last_off > 0 else np.int64(0)
+                m_min = BIG
+                for b in range(n):
+                    if off[b] < 0 and low[b] <= maxoff[b]:
+                        r = low[b] if low[b] > lvl0 else lvl0
+                        if r < m_min:
+                            m_min = r
+                for s in range(nsec):
+                    tcnt[s] = 0
+                for b in range(n):
+                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b]:
+                        for s in range(s0[b], s1[b]):
+                            if tlev[s] == m_min:
+                                tcnt[s] += 1
+                fewest = BIG
+                for s in range(nsec):
+                    if tlev[s] == m_min and tcnt[s] < fewest:
+                        fewest = tcnt[s]
+                        forced_s = s
+                if fewest > FORCE_MAX:
+                    forced_s = -1
             # candidates: unplaced, still fitting, canonical order, not dominated
             min_height = BIG
             k = 0
@@ -296,12 +355,21 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                 cand[k] = b
                 k += 1
             m = 0
-            for i in range(k):
-                b = cand[i]
-                if low[b] < min_height:
-                    keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
-                    cand[m] = b
-                    m += 1
+            if forced_s >= 0:
+                fz[depth] = 1
+                lv = tlev[forced_s]
+                for b in range(n):
+                    if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b]:
+                        keys[m] = pre[b]
+                        cand[m] = b
+                        m += 1
+            else:
+                for i in range(k):
+                    b = cand[i]
+                    if low[b] < min_height:
+                        keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
+                        cand[m] = b
+                        m += 1
             if mode == 1 and m > 0:
                 # bound: value + fractional knapsacks of the placeable rest, one section each
                 for s in range(nsec):
@@ -431,6 +499,11 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
         for k in range(s0[c], s1[c] - 1):
             cuts[k] -= 1
         pb[depth] = c
+        if fz[depth] == 0:
+            tp[depth + 1] = pre[c]
+        else:  # forced: the ordinary rule's reference stays while the offset does
+            prev = off[pb[depth - 1]] if depth > 0 else np.int64(-1)
+            tp[depth + 1] = tp[depth] if prev == o else np.int64(-1)
         hl[depth] = 0 if hat else 1
         lptr[depth] = start_l
         fptr[depth] = start_f
@@ -546,6 +619,8 @@ class _Run:
         self.cnt = np.zeros(n + 1, dtype=np.int64)
         self.cptr = np.zeros(n + 2, dtype=np.int64)
         self.brk = np.zeros(n + 1, dtype=np.int64)
+        self.tp = np.full(n + 2, -1, dtype=np.int64)
+        self.fz = np.zeros(n + 1, dtype=np.int64)
         self.lptr = np.zeros(n + 1, dtype=np.int64)
         self.fptr = np.zeros(n + 1, dtype=np.int64)
         self.llog_b = np.zeros(int(part.ov_ptr[-1]) + 1, dtype=np.int64)
@@ -574,7 +649,7 @@ class _Run:
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
-            self.cstore, self.best_off, self.cuts, self.disc)
+            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz)
         return self.status
 
 
