@@ -23,6 +23,14 @@ XLA-like.
   expand one child, score it by its XLA-like completion, back up mean and best; then commit to
   the child with the best completion found below it and reuse its subtree.
 
+**The canonical decision mode** (``order=canonical`` in any of the three specs,
+``rollout:order=canonical``): the same three searches play MallocGame-v0's canonical mode
+(:mod:`mallocgym.sim.canonical`; the env's ``order="canonical"``) through a small game interface
+(:class:`_V0Game` and :class:`_CanonicalGame` give each search the same moves); leaves are then
+scored by that mode's greedy completion (the lowest candidate placed when it saves time now,
+else sent to slow memory), and the incumbent starts from it, so there the guarantee is "never
+worse than that greedy", not XLA-like. ``levels=2`` is the default game's only.
+
 Budgets are iteration counts (deterministic) plus an optional wall-clock ``time_limit``; when
 that runs out the remaining decisions follow the best mapping found so far. ``info`` reports
 ``completions`` (XLA-like completions run) and, for MCTS, ``simulations``.
@@ -39,7 +47,7 @@ from numba import njit
 
 from .. import sim
 from ..heuristics import FIT_BEST, complete, decide, run_fit
-from ..sim import copy_into
+from ..sim import canonical, copy_into
 from ..scenarios import Scenario
 from ..sim import STEP, TIME
 from .base import Solution, parse_config
@@ -52,7 +60,14 @@ __all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "RolloutAgent", "BeamAge
 V1_COMPLETIONS = ("xla-msa", "greedy")
 
 
+SEARCH_ORDERS = ("boundedness", "canonical")
+"""The v0 games a search agent plays: the default one, or the canonical decision mode
+(``order="canonical"``, :mod:`mallocgym.sim.canonical`)."""
+
+
 def _check_common(cfg) -> None:
+    if cfg.order not in SEARCH_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(SEARCH_ORDERS)}, got {cfg.order!r}")
     if cfg.completion not in V1_COMPLETIONS:
         raise ValueError(f"completion must be one of {', '.join(V1_COMPLETIONS)}, got {cfg.completion!r}")
     if cfg.n_candidates < 1:
@@ -67,6 +82,12 @@ def _v0_only_settings(cfg) -> None:
     if cfg.completion != "xla-msa":
         raise ValueError(f"completion={cfg.completion} is a MallocGame-v1 setting (use --env v1); on v0 the "
                          "search agents complete with XLA-like")
+
+
+def _v1_settings(cfg) -> None:
+    """``order=canonical`` is a MallocGame-v0 mode."""
+    if cfg.order != "boundedness":
+        raise ValueError(f"order={cfg.order} is a MallocGame-v0 mode; on MallocGame-v1 leave order unset")
 
 
 def _check_max_completions(cfg) -> None:
@@ -86,6 +107,9 @@ class RolloutConfig:
       time_limit: stop branching after this many seconds (None: no limit).
       completion: MallocGame-v1's default policy, ``xla-msa`` (XLA's MSA in the env) or
         ``greedy``; on v0 the completion is always XLA-like (another value is an error there).
+      order: the v0 game played: ``boundedness`` (the default game, XLA-like completions) or
+        ``canonical`` (the canonical decision mode; completions by its greedy policy: the
+        lowest candidate placed when it saves time, else sent to slow memory).
     """
 
     n_candidates: int = 16
@@ -93,11 +117,14 @@ class RolloutConfig:
     max_completions: int | None = None
     time_limit: float | None = None
     completion: str = "xla-msa"
+    order: str = "boundedness"
 
     def __post_init__(self) -> None:
         _check_common(self)
         if self.levels not in (1, 2):
             raise ValueError(f"levels must be 1 or 2, got {self.levels}")
+        if self.levels == 2 and self.order != "boundedness":
+            raise ValueError("levels=2 (nested rollout) plays the default game only; leave order unset")
         _check_max_completions(self)
 
 
@@ -111,6 +138,9 @@ class BeamConfig:
       max_completions: stop expanding after this many completions (None: no limit).
       time_limit: stop expanding after this many seconds (None: no limit).
       completion: MallocGame-v1's default policy (as :class:`RolloutConfig`).
+      order: the v0 game played: ``boundedness`` (the default game, XLA-like completions) or
+        ``canonical`` (the canonical decision mode; completions by its greedy policy: the
+        lowest candidate placed when it saves time, else sent to slow memory).
     """
 
     width: int = 4
@@ -118,6 +148,7 @@ class BeamConfig:
     max_completions: int | None = None
     time_limit: float | None = None
     completion: str = "xla-msa"
+    order: str = "boundedness"
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -136,6 +167,9 @@ class MCTSConfig:
       n_candidates: ``K``, candidates per decision.
       time_limit: stop searching after this many seconds (None: no limit).
       completion: MallocGame-v1's default policy (as :class:`RolloutConfig`).
+      order: the v0 game played: ``boundedness`` (the default game, XLA-like completions) or
+        ``canonical`` (the canonical decision mode; completions by its greedy policy: the
+        lowest candidate placed when it saves time, else sent to slow memory).
     """
 
     simulations: int = 32
@@ -143,6 +177,7 @@ class MCTSConfig:
     n_candidates: int = 16
     time_limit: float | None = None
     completion: str = "xla-msa"
+    order: str = "boundedness"
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -249,6 +284,55 @@ def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_
     return cur.totals[TIME]
 
 
+@njit(cache=True)
+def _canonical_apply(st, state, cs, move):
+    """Play a canonical-mode move: buffer ``move < N`` placed, ``move - N`` sent to slow memory."""
+    n = st.size.shape[0]
+    if move < n:
+        canonical.place(st, state, cs, move)
+    else:
+        canonical.send_slow(cs, move - n)
+
+
+@njit(cache=True)
+def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, best_time, best_offsets, known):
+    """:func:`_expand` for the canonical decision mode: score every legal move of a position
+    that has a candidate by its greedy completion (:func:`~mallocgym.sim.canonical.run_canonical`).
+
+    Moves (``b``: place candidate ``b``, ``b + N``: send it to slow memory) go to ``moves``, the
+    completion policy's own first (candidate 0, placed when that saves time now, else sent to
+    slow memory), then the placements, then the sends, in candidate order; ``known >= 0`` is the
+    position's own completion time, which is the policy's move's. Updates the incumbent on strict
+    improvement. Returns ``(moves, completions run)``.
+    """
+    n = st.size.shape[0]
+    count = canonical.candidates(st, cs, rank, k, cand)
+    shown = count if count < k else k
+    b0 = cand[0]
+    base = b0 if sim.marginal_benefit(st, state, b0) > 0.0 else b0 + n
+    moves[0] = base
+    m = 1
+    for j in range(2 * shown):
+        mv = cand[j] if j < shown else cand[j - shown] + n
+        if mv != base:
+            moves[m] = mv
+            m += 1
+    runs = 0
+    for i in range(m):
+        if i == 0 and known >= 0.0:
+            times[0] = known
+            continue
+        canonical.canon_copy_into(state, cs, work, wcs)
+        _canonical_apply(st, work, wcs, moves[i])
+        t = canonical.run_canonical(st, work, wcs, rank)
+        runs += 1
+        times[i] = t
+        if t < best_time[0]:
+            best_time[0] = t
+            best_offsets[:] = work.offsets
+    return m, runs
+
+
 class _Scratch:
     """Preallocated arrays for the kernels of one scenario."""
 
@@ -319,13 +403,19 @@ class CompletionScorer:
 
 
 class _Incumbent:
-    """The best complete mapping seen: ``time[0]`` seconds, ``offsets``."""
+    """The best complete mapping seen: ``time[0]`` seconds, ``offsets``; ``completions`` counts
+    the completions run (the first one gave this mapping)."""
 
-    def __init__(self, st: sim.Static, root: sim.State):
-        work = sim.copy_state(root)
-        self.time = np.array([complete(st, root, work)])
-        self.offsets = work.offsets.copy()
+    def __init__(self, time_s: float, offsets: np.ndarray):
+        self.time = np.array([float(time_s)])
+        self.offsets = offsets.copy()
         self.completions = 1
+
+    def offer(self, time_s: float, offsets: np.ndarray) -> None:
+        """Keep ``offsets`` if strictly faster."""
+        if time_s < self.time[0]:
+            self.time[0] = time_s
+            self.offsets[:] = offsets
 
 
 class _Budget:
@@ -344,6 +434,128 @@ def _setup(scenario: Scenario) -> tuple[sim.Static, sim.State]:
     return st, sim.new_state(st)
 
 
+# ---------------------------------------------------------------------------------- games
+class _V0Game:
+    """MallocGame-v0's default game for the search agents. A position is a
+    :class:`~mallocgym.sim.State`; a move is an offset (-1 = skip); leaves are scored by XLA-like
+    completions, and the best complete mapping is kept.
+
+    The interface the agents use (:class:`_CanonicalGame` has the same): ``root``, ``root_time``
+    (the root's own completion), ``incumbent``; ``done(s)``; ``n_legal(s)`` (legal moves, 0 at
+    the end); ``legal(s) -> (moves, index of the completion policy's move)``;
+    ``expand(s, known) -> (moves, completion times, completions run)`` (every legal move scored,
+    the policy's own first; ``known >= 0`` is ``s``'s own completion, reused for it);
+    ``apply(s, move)`` (in place), ``play(s, move)`` (a new position), ``complete(s)``.
+    """
+
+    def __init__(self, st: sim.Static, k: int):
+        root = sim.new_state(st)
+        self.st, self.k, self.n = st, k, st.size.shape[0]
+        self.scratch, self.work = _Scratch(st, k), sim.copy_state(root)
+        self.incumbent = _Incumbent(complete(st, root, self.work), self.work.offsets)
+        self.root, self.root_time = root, float(self.incumbent.time[0])
+        self.root_value = -self.root_time
+
+    def done(self, state) -> bool:
+        return int(state.counters[STEP]) >= self.n
+
+    def n_legal(self, state) -> int:
+        return 0 if self.done(state) else self.scratch.candidates(self.st, state, self.k) + 1
+
+    def legal(self, state) -> tuple[list, int]:
+        count = self.scratch.candidates(self.st, state, self.k)
+        return list(np.append(self.scratch.cand_off[:count], -1)), int(_base_action(self.st, state, count))
+
+    def expand(self, state, known: float) -> tuple[np.ndarray, np.ndarray, int]:
+        sc = self.scratch
+        m, runs = sc.expand(self.st, state, self.k, self.work, self.incumbent, known)
+        count = m - 1  # every candidate plus skip
+        moves = np.array([sc.cand_off[a] if a < count else -1 for a in sc.actions[:m]], np.int64)
+        return moves, sc.times[:m].copy(), runs
+
+    def apply(self, state, move) -> None:
+        decide(self.st, state, int(move))
+
+    def play(self, state, move):
+        state = sim.copy_state(state)
+        decide(self.st, state, int(move))
+        return state
+
+    def complete(self, state) -> float:
+        inc = self.incumbent
+        t = float(complete(self.st, state, self.work))
+        inc.completions += 1
+        inc.offer(t, self.work.offsets)
+        return t
+
+
+class _CanonicalGame:
+    """MallocGame-v0's canonical decision mode (:mod:`mallocgym.sim.canonical`) for the search
+    agents, with :class:`_V0Game`'s interface. A position is a pair ``(sim.State, Canon)``; a
+    move is a buffer id ``b`` (place it at its lowest free offset) or ``b + N`` (send it to
+    slow memory), among the ``K`` candidates shown; leaves are scored by the mode's greedy
+    completion (:func:`~mallocgym.sim.canonical.run_canonical`)."""
+
+    def __init__(self, st: sim.Static, k: int):
+        root = (sim.new_state(st), canonical.new_canon(st))
+        self.st, self.k, self.n = st, k, st.size.shape[0]
+        self.rank = canonical.ranks(st)
+        self.cand = np.zeros(k, np.int64)
+        self.moves = np.zeros(2 * k, np.int64)
+        self.times = np.zeros(2 * k, np.float64)
+        self.work = self.copy(root)
+        t = canonical.complete(st, *root, self.rank, *self.work)
+        self.incumbent = _Incumbent(t, self.work[0].offsets)
+        self.root, self.root_time = root, float(t)
+        self.root_value = -self.root_time
+
+    @staticmethod
+    def copy(state):
+        return sim.copy_state(state[0]), canonical.copy_canon(state[1])
+
+    def _shown(self, state) -> int:
+        return min(int(canonical.candidates(self.st, state[1], self.rank, self.k, self.cand)), self.k)
+
+    def done(self, state) -> bool:
+        return self._shown(state) == 0
+
+    def n_legal(self, state) -> int:
+        return 2 * self._shown(state)
+
+    def legal(self, state) -> tuple[list, int]:
+        shown = self._shown(state)
+        moves = [int(b) for b in self.cand[:shown]] + [int(b) + self.n for b in self.cand[:shown]]
+        saves = sim.marginal_benefit(self.st, state[0], int(self.cand[0])) > 0.0
+        return moves, 0 if saves else shown
+
+    def expand(self, state, known: float) -> tuple[np.ndarray, np.ndarray, int]:
+        inc = self.incumbent
+        m, runs = _canonical_expand(self.st, state[0], state[1], self.rank, self.k, self.work[0], self.work[1],
+                                    self.cand, self.times, self.moves, inc.time, inc.offsets, float(known))
+        return self.moves[:m].copy(), self.times[:m].copy(), int(runs)
+
+    def apply(self, state, move) -> None:
+        _canonical_apply(self.st, state[0], state[1], int(move))
+
+    def play(self, state, move):
+        state = self.copy(state)
+        self.apply(state, move)
+        return state
+
+    def complete(self, state) -> float:
+        inc = self.incumbent
+        t = float(canonical.complete(self.st, *state, self.rank, *self.work))
+        inc.completions += 1
+        inc.offer(t, self.work[0].offsets)
+        return t
+
+
+def _game(scenario: Scenario, cfg):
+    """The game ``cfg.order`` names, on ``scenario``."""
+    st = sim.compile_scenario(scenario.workload, scenario.hardware, "boundedness")
+    return (_CanonicalGame if cfg.order == "canonical" else _V0Game)(st, cfg.n_candidates)
+
+
 # ---------------------------------------------------------------------------------- rollout
 @dataclass
 class RolloutAgent:
@@ -356,47 +568,64 @@ class RolloutAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         _v0_only_settings(cfg)
+        if cfg.levels == 2:
+            return self._solve_nested(scenario)
+        game = _game(scenario, cfg)
+        state, incumbent = game.root, game.incumbent
+        budget = _Budget(cfg.max_completions, cfg.time_limit)
+        counter = incumbent.completions
+        known = game.root_time  # the current position's completion
+        while not game.done(state):
+            n_legal = game.n_legal(state)
+            if n_legal == 1:  # only skip: nothing to search
+                game.apply(state, -1)
+                continue
+            if budget.exhausted(counter, n_legal - 1):
+                break
+            moves, times, runs = game.expand(state, known)
+            counter += runs
+            best = int(np.argmin(times))  # first minimum: the completion policy's move on ties
+            known = float(times[best])
+            game.apply(state, moves[best])
+        return Solution(incumbent.offsets.copy(), info={"completions": int(counter)})
+
+    def _solve_nested(self, scenario: Scenario) -> Solution:
+        """``levels=2`` on the default game: each action scored by a level-1 rollout."""
+        cfg = self.config
         k = cfg.n_candidates
         st, state = _setup(scenario)
         n = st.size.shape[0]
         scratch, work = _Scratch(st, k), sim.copy_state(state)
         inner, cur = _Scratch(st, k), sim.copy_state(state)
-        incumbent = _Incumbent(st, state)
+        incumbent = _Incumbent(complete(st, state, work), work.offsets)
         budget = _Budget(cfg.max_completions, cfg.time_limit)
         limit = np.iinfo(np.int64).max if cfg.max_completions is None else cfg.max_completions
         counter = np.array([incumbent.completions], np.int64)
-        known = float(incumbent.time[0])  # the current position's XLA-like completion
         for _ in range(n):
             count = scratch.candidates(st, state, k)
             if count == 0:
                 decide(st, state, -1)
                 continue
-            if budget.exhausted(int(counter[0]), count if cfg.levels == 1 else count + 1):
+            if budget.exhausted(int(counter[0]), count + 1):
                 break
-            if cfg.levels == 1:
-                m, runs = scratch.expand(st, state, k, work, incumbent, known)
-                counter[0] += runs
-                times, actions = scratch.times[:m], scratch.actions[:m]
-                known = float(times.min())
-            else:
-                offsets = scratch.cand_off[:count].copy()
-                actions = np.array(_action_order(st, state, count))
-                times = np.empty(len(actions))
-                for i, a in enumerate(actions):
-                    copy_into(state, cur)
-                    decide(st, cur, int(offsets[a]) if a < count else -1)
-                    times[i] = inner.rollout_run(st, cur, k, work, incumbent, counter, limit)
-                scratch.cand_off[:count] = offsets
+            offsets = scratch.cand_off[:count].copy()
+            actions = np.array(_action_order(st, state, count))
+            times = np.empty(len(actions))
+            for i, a in enumerate(actions):
+                copy_into(state, cur)
+                decide(st, cur, int(offsets[a]) if a < count else -1)
+                times[i] = inner.rollout_run(st, cur, k, work, incumbent, counter, limit)
+            scratch.cand_off[:count] = offsets
             a = int(actions[int(np.argmin(times))])  # first minimum: XLA-like's action on ties
             decide(st, state, int(scratch.cand_off[a]) if a < count else -1)
         return Solution(incumbent.offsets.copy(), info={"completions": int(counter[0])})
-
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import rollout_v1
 
         cfg = self.config
+        _v1_settings(cfg)
         if cfg.levels != 1:
             raise ValueError("rollout on MallocGame-v1 has levels=1 only")
         return rollout_v1(scenario, n_candidates=cfg.n_candidates, max_completions=cfg.max_completions,
@@ -412,7 +641,7 @@ def _action_order(st, state, count) -> list[int]:
 # ---------------------------------------------------------------------------------- beam
 @dataclass
 class BeamAgent:
-    """Beam search over partial mappings, each scored by its XLA-like completion."""
+    """Beam search over partial mappings, each scored by its completion."""
 
     config: BeamConfig = BeamConfig()
     name: str = "beam"
@@ -420,49 +649,43 @@ class BeamAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         _v0_only_settings(cfg)
-        k = cfg.n_candidates
-        st, root = _setup(scenario)
-        n = st.size.shape[0]
-        scratch, work = _Scratch(st, k), sim.copy_state(root)
-        incumbent = _Incumbent(st, root)
+        game = _game(scenario, cfg)
+        incumbent = game.incumbent
         budget = _Budget(cfg.max_completions, cfg.time_limit)
         done = incumbent.completions
-        beam = [(root, float(incumbent.time[0]))]  # (position, its XLA-like completion time)
-        for _ in range(n):
-            scored = []  # (completion time, parent rank, action rank, parent, offset)
+        beam = [(game.root, game.root_time)]  # (position, its completion time)
+        while not all(game.done(p) for p, _ in beam):
+            scored = []  # (completion time, parent rank, move rank, parent, move or None: finished)
             stop = False
             for p, (parent, known) in enumerate(beam):
-                count = scratch.candidates(st, parent, k)
-                if budget.exhausted(done, count):
+                if game.done(parent):  # a finished game competes with its final time
+                    scored.append((known, p, 0, parent, None))
+                    continue
+                if budget.exhausted(done, game.n_legal(parent) - 1):
                     stop = True
                     break
-                m, runs = scratch.expand(st, parent, k, work, incumbent, known)
+                moves, times, runs = game.expand(parent, known)
                 done += runs
-                for i in range(m):
-                    a = int(scratch.actions[i])
-                    off = int(scratch.cand_off[a]) if a < count else -1
-                    scored.append((float(scratch.times[i]), p, i, parent, off))
+                for i in range(len(moves)):
+                    scored.append((float(times[i]), p, i, parent, moves[i]))
             if stop:
                 break
             scored.sort(key=lambda x: x[:3])
-            beam = []
-            for t, _, _, parent, off in scored[: cfg.width]:
-                child = sim.copy_state(parent)
-                decide(st, child, off)
-                beam.append((child, t))
+            beam = [(parent if move is None else game.play(parent, move), t)
+                    for t, _, _, parent, move in scored[: cfg.width]]
         return Solution(incumbent.offsets.copy(), info={"completions": done})
 
-
-# ---------------------------------------------------------------------------------- MCTS
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import beam_v1
 
         cfg = self.config
+        _v1_settings(cfg)
         return beam_v1(scenario, width=cfg.width, n_candidates=cfg.n_candidates,
                        max_completions=cfg.max_completions, time_limit=cfg.time_limit, completion=cfg.completion)
 
 
+# ---------------------------------------------------------------------------------- MCTS
 class _Node:
     """A position: its state, its own completion value (``-time``), its legal actions and
     children (created lazily), and UCT statistics. ``base`` is the completion policy's own
@@ -479,38 +702,6 @@ class _Node:
         self.visits = 1
         self.total = value
         self.best = value
-
-
-class _V0Game:
-    """MallocGame-v0 for :class:`_UCT`: actions are candidate offsets then -1 (skip), leaves
-    are scored by XLA-like completions, and the best complete mapping is kept."""
-
-    def __init__(self, st: sim.Static, root: sim.State, k: int):
-        self.st, self.k, self.n = st, k, st.size.shape[0]
-        self.scratch, self.work = _Scratch(st, k), sim.copy_state(root)
-        self.incumbent = _Incumbent(st, root)
-        self.root_value = -float(self.incumbent.time[0])
-
-    def done(self, state) -> bool:
-        return int(state.counters[STEP]) >= self.n
-
-    def legal(self, state) -> tuple[list, int]:
-        count = self.scratch.candidates(self.st, state, self.k)
-        return list(np.append(self.scratch.cand_off[:count], -1)), int(_base_action(self.st, state, count))
-
-    def play(self, state, action):
-        state = sim.copy_state(state)
-        decide(self.st, state, int(action))
-        return state
-
-    def complete(self, state) -> float:
-        inc = self.incumbent
-        t = float(complete(self.st, state, self.work))
-        inc.completions += 1
-        if t < inc.time[0]:
-            inc.time[0] = t
-            inc.offsets[:] = self.work.offsets
-        return t
 
 
 class _UCT:
@@ -614,9 +805,8 @@ class MCTSAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         _v0_only_settings(cfg)
-        st, state = _setup(scenario)
-        game = _V0Game(st, state, cfg.n_candidates)
-        sims = _UCT(game, state, cfg).run(cfg.time_limit)
+        game = _game(scenario, cfg)
+        sims = _UCT(game, game.root, cfg).run(cfg.time_limit)
         inc = game.incumbent
         return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions})
 
@@ -624,6 +814,7 @@ class MCTSAgent:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search_v1`): ``completion`` completions."""
         from .search_v1 import mcts_v1
 
+        _v1_settings(self.config)
         return mcts_v1(scenario, self.config)
 
 

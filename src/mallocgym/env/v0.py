@@ -80,6 +80,12 @@ class MallocGameEnv(ScenarioEnv):
     first ``K`` kept. Skip is always legal. Legal actions: ``obs["action_mask"]``,
     ``info["action_mask"]`` (int8, 1 = legal) and ``action_masks()`` (bool, for sb3-contrib).
 
+    With ``order="canonical"`` (the canonical decision mode, :class:`~mallocgym.env.canonical.CanonicalGameEnv`)
+    each move instead chooses which undecided buffer goes at its lowest free offset, or sends one
+    to slow memory: ``Discrete(2 * K)``, action ``i < K`` places candidate buffer ``i`` at its
+    lowest free offset, ``K + i`` sends it to slow memory; every canonical packing (MiniMalloc's
+    included) can be played. Its docstring and ``docs/game.md`` give its rules.
+
     ## Observation Space
 
     ``Dict`` of flat vectors (so that Gymnasium's and SB3's checkers and ``MultiInputPolicy``
@@ -140,7 +146,8 @@ class MallocGameEnv(ScenarioEnv):
       Every argument is checked here: a wrong type is a ``TypeError``, a bad value a
       ``ValueError``, each naming the argument.
     - ``n_candidates`` ``K`` (16), ``n_next`` ``L`` (8), ``memory_bins`` ``(A, B)`` ((32, 32)).
-    - ``order``: ``"boundedness"`` (XLA's, default), ``"start"`` or ``"size"``.
+    - ``order``: ``"boundedness"`` (XLA's, default), ``"start"``, ``"size"`` or ``"spatial"``;
+      ``"canonical"``: the canonical decision mode (see Action Space).
     - ``invalid_action``: what a masked action does: ``"skip"`` (default; treated as skip and
       flagged in ``info["invalid_action"]``), ``"terminate"`` or ``"raise"`` (``ValueError``).
       An action outside the action space always raises ``ValueError``.
@@ -154,7 +161,18 @@ class MallocGameEnv(ScenarioEnv):
     ## Version History
 
     - v0: initial release.
+    - v0, ``order="canonical"`` added (issue 20): a second decision mode; the default game's
+      dynamics, rewards and observations are unchanged.
     """
+
+    _orders = sim.ORDERS + ("canonical",)
+
+    def __new__(cls, *args, **kwargs):
+        if cls is MallocGameEnv and kwargs.get("order") == "canonical":
+            from .canonical import CanonicalGameEnv  # the canonical decision mode
+
+            cls = CanonicalGameEnv
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -174,7 +192,7 @@ class MallocGameEnv(ScenarioEnv):
         self.k = check_int(n_candidates, "n_candidates", low=1, high=_MAX_CANDIDATES)
         self.n_next = check_int(n_next, "n_next", low=1, high=_MAX_CANDIDATES)
         self.memory_bins = check_bins(memory_bins)
-        self._setup(workload, hardware, capacity, order, sim.ORDERS, invalid_action, split, suite_name, render_mode)
+        self._setup(workload, hardware, capacity, order, self._orders, invalid_action, split, suite_name, render_mode)
 
         self.action_space = spaces.Discrete(self.k + 1)
         a_bins, t_bins = self.memory_bins
@@ -193,11 +211,14 @@ class MallocGameEnv(ScenarioEnv):
     # ------------------------------------------------------------------ scenarios
     def _compile(self, scenario: Scenario, cache: bool = True) -> _Compiled:
         def build(scenario: Scenario) -> _Compiled:
-            static = sim.compile_scenario(scenario.workload, scenario.hardware, self.order)
+            static = sim.compile_scenario(scenario.workload, scenario.hardware, self._decision_order())
             return _Compiled(scenario, static, features.make_norm(static, scenario.workload.peak_live_bytes),
                              oversized(scenario.workload, scenario.hardware))
 
         return self._compile_cached(scenario, cache, build)
+
+    def _decision_order(self) -> str:
+        return self.order
 
     def _start(self, compiled: _Compiled) -> None:
         self._compiled = compiled
