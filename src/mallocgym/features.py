@@ -99,6 +99,18 @@ def _unit(x):
 
 
 @njit(cache=True)
+def next_row(row, st, norm, q, cap_f, t_f):
+    """Fill one ``"next"`` row (:data:`NEXT_FEATURES`) for buffer ``q``."""
+    row[0] = 1.0
+    row[1] = _unit(st.size[q] / cap_f)
+    row[2] = _unit(st.start[q] / t_f)
+    row[3] = _unit((st.end[q] + 1) / t_f)
+    row[4] = _unit((st.end[q] - st.start[q] + 1) / t_f)
+    row[5] = _unit(st.benefit[q] / norm.scale[0])
+    row[6] = _unit(norm.boundedness[q] / norm.scale[1])
+
+
+@njit(cache=True)
 def _bin_overlap(lo, hi, n_bins, total, out_first, out_frac):
     """Fractions of ``[lo, hi)`` (in units out of ``total``) covering each of ``n_bins`` equal
     bins; writes the first bin index and the per-bin fractions, returns the bin count."""
@@ -195,15 +207,7 @@ def observe(st, state, norm, scratch, image, obs, k):
         for i in range(obs.next.shape[0]):
             if step + 1 + i >= n:
                 break
-            q = st.order[step + 1 + i]
-            row = obs.next[i]
-            row[0] = 1.0
-            row[1] = _unit(st.size[q] / cap_f)
-            row[2] = _unit(st.start[q] / t_f)
-            row[3] = _unit((st.end[q] + 1) / t_f)
-            row[4] = _unit((st.end[q] - st.start[q] + 1) / t_f)
-            row[5] = _unit(st.benefit[q] / norm.scale[0])
-            row[6] = _unit(norm.boundedness[q] / norm.scale[1])
+            next_row(obs.next[i], st, norm, st.order[step + 1 + i], cap_f, t_f)
     time_all_slow = st.params[TIME_ALL_SLOW]
     p = obs.progress
     p[0] = step / n

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numba import njit
 
 from .. import features, sim
-from ..features import NEXT_FEATURES, _unit, paint
+from ..features import NEXT_FEATURES, _unit, next_row, paint
 from ..render import ascii_map
 from ..sim import canonical as canon
 from ..sim import CAPACITY, COMPUTE_BOUND, PLACED, PLACED_BYTES, TIME, TIME_ALL_SLOW
@@ -118,14 +118,7 @@ def observe(st, state, cs, rank, norm, scratch, cand, image, obs, k):
                     break
             if is_shown:
                 continue
-            r = obs.next[row]
-            r[0] = 1.0
-            r[1] = _unit(st.size[q] / cap_f)
-            r[2] = _unit(st.start[q] / t_f)
-            r[3] = _unit((st.end[q] + 1) / t_f)
-            r[4] = _unit((st.end[q] - st.start[q] + 1) / t_f)
-            r[5] = _unit(st.benefit[q] / norm.scale[0])
-            r[6] = _unit(norm.boundedness[q] / norm.scale[1])
+            next_row(obs.next[row], st, norm, q, cap_f, t_f)
             row += 1
     p = obs.progress
     p[0] = cs.scal[canon.DECIDED] / n if count > 0 else 1.0
