@@ -20,8 +20,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/mallocgym bench --suite default --agents all-slow,random,xla --out out/run
 
+# two worker processes (pytest-xdist), one test file each at a time: the suite is dominated by
+# numba's first compiles, which the two cores then share
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m pytest tests/benchmarks --benchmark-only -p no:randomly
