@@ -31,6 +31,7 @@ ENTRIES=(
   "mcts|mcts|default minimalloc|v0"
   "rollout-nested|rollout:levels=2|minimalloc|v0"
   "pack|pack,pack:time_limit_s=10,exact_s=45|default minimalloc|v0"
+  "canonical|rollout:max_completions=2000,rollout:max_completions=2000,order=canonical,beam:width=4,max_completions=2000,beam:width=4,max_completions=2000,order=canonical,mcts:simulations=8,mcts:simulations=8,order=canonical|default minimalloc|v0"
   "v1|$V1_AGENTS|default minimalloc|v1"
 )
 
