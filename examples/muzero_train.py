@@ -11,7 +11,9 @@ same run folder works with ``mallocgym eval --agent muzero:runs/muzero``.
 ``--scenario FILE_OR_NAME`` trains and evaluates on that one scenario instead (no generator);
 ``--set part.field=value`` changes the config (``--set search.num_simulations=8``;
 ``--set network.version=2`` trains by expert iteration on the simulator search instead, and
-only ``muzero-sim`` is played).
+``muzero-sim`` and the policy alone, ``muzero-pol``, are played; add ``--set
+train.label_fraction=1`` to train on exact labels of XLA-like's games instead of the search's
+games, many more programs a minute: issue 18, step 3).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def main() -> None:
     agents = ["xla", f"muzero-sim:{args.out}"]
     if config.network.version == 1:
         agents.insert(1, f"muzero:{args.out}")
+    else:
+        agents.append(f"muzero-pol:{args.out}")
     results = bench(test_on, agents, seed=args.seed)
     print(to_markdown(results))
 

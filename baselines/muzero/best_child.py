@@ -23,7 +23,15 @@ secondary statistics (the wrong rate above is the checkpoint's measure): the sha
 where the pick is wrong by more than 0.01 % of the program time (near-ties excluded), and the
 mean one-step regret per position (the pick's completion over the best's, in %).
 
-    python baselines/muzero/best_child.py baselines/muzero/checkpoint [DIR ...] [--out FILE.json]
+Added for issue 18, steps 3-5 (the existing measures unchanged): ``--margins 0,0.5,...`` also
+scores, for a version-2 network, the policy agent's rule at each margin
+(:func:`mallocgym.agents.muzero.labels.policy_move`: XLA-like's move unless the advantage head
+predicts another move better by more than the margin, in ``residual_scale`` units), reported
+as ``margin=X``. ``--validation`` measures on the 30 validation programs of
+``equal_time.py`` (seeds 2_300_000_000..2, same families and fractions) instead of the 60:
+the set on which a margin may be chosen.
+
+    python baselines/muzero/best_child.py baselines/muzero/checkpoint [DIR ...] [--margins 0,1] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import torch
 
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.checkpoint import load_network
+from mallocgym.agents.muzero.labels import policy_move
 from mallocgym.agents.muzero.mcts import effective_legal, xla_move
 from mallocgym.agents.muzero.networks import obs_to_tensors, stack_obs
 from mallocgym.agents.search import CompletionScorer
@@ -46,17 +55,18 @@ from mallocgym.scenarios import WorkloadGenerator
 from mallocgym.workloads.generator import FAMILIES, preset
 
 SEEDS = range(2_100_000_000, 2_100_000_006)
+VALIDATION_SEEDS = range(2_300_000_000, 2_300_000_003)   # equal_time.py's validation set
 FRACTIONS = (Fraction(1, 8), Fraction(1, 2))
 TOL = 1e-9
 NEAR_TIE = 1e-4   # secondary statistic, added after the first measurement: wrong by more than 0.01 %
 
 
-def heldout_programs() -> list:
-    """The 60 held-out scenarios (module docstring), in a fixed order."""
+def heldout_programs(seeds=SEEDS) -> list:
+    """The 60 held-out scenarios (module docstring), in a fixed order (or those of ``seeds``)."""
     out = []
     for family in FAMILIES:
         gen = WorkloadGenerator(replace(preset("medium"), families=(family,)))
-        out.extend(gen.scenario(seed, f) for seed in SEEDS for f in FRACTIONS)
+        out.extend(gen.scenario(seed, f) for seed in seeds for f in FRACTIONS)
     return out
 
 
@@ -112,7 +122,7 @@ class Tally:
 
 
 @torch.no_grad()
-def measure(directories: list[str], scenarios: list) -> dict:
+def measure(directories: list[str], scenarios: list, margins: tuple[float, ...] = ()) -> dict:
     """Tallies per checkpoint (its pick rules) and, once, for always playing XLA-like's move; the
     positions and their exact scores are computed once for all checkpoints."""
     loaded = [load_network(d) for d in directories]
@@ -124,6 +134,8 @@ def measure(directories: list[str], scenarios: list) -> dict:
     for d, (_, cfg, _) in zip(directories, loaded):
         if cfg.network.version >= 2:
             rules[d]["advantage"] = Tally()
+            for m in margins:
+                rules[d][f"margin={m:g}"] = Tally()
     xla = Tally()
     for scenario in scenarios:
         for obs, legal, times in positions(scenario, config):
@@ -134,6 +146,8 @@ def measure(directories: list[str], scenarios: list) -> dict:
                     logits, _, advantage = net.expert(batch)
                     rules[d]["advantage"].add(int(np.argmax(np.where(legal, advantage[0].numpy(), -np.inf))),
                                               legal, times)
+                    for m in margins:
+                        rules[d][f"margin={m:g}"].add(policy_move(advantage[0].numpy(), legal, m), legal, times)
                 else:
                     logits = net.initial_inference(batch).policy_logits
                 rules[d]["policy"].add(int(np.argmax(np.where(legal, logits[0].numpy(), -np.inf))), legal, times)
@@ -149,18 +163,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoints", nargs="+", help="run folders (or checkpoint.pt files)")
     p.add_argument("--limit", type=int, default=None, help="only the first N programs (a quick look)")
     p.add_argument("--out", help="write the results (JSON) here")
+    p.add_argument("--validation", action="store_true",
+                   help="the 30 validation programs (seeds 2_300_000_000..2) instead of the 60")
+    p.add_argument("--margins", default="", help="comma-separated policy margins to score too (version 2)")
     args = p.parse_args(argv)
+    try:
+        margins = tuple(float(m) for m in args.margins.split(",") if m.strip())
+    except ValueError:
+        raise SystemExit(f"--margins must be comma-separated numbers, got {args.margins!r}") from None
     if args.limit is not None and args.limit < 1:
         raise SystemExit(f"--limit must be >= 1, got {args.limit}")
     torch.set_num_threads(1)
-    scenarios = heldout_programs()[:args.limit]
-    results = measure(args.checkpoints, scenarios)
+    scenarios = heldout_programs(VALIDATION_SEEDS if args.validation else SEEDS)[:args.limit]
+    results = measure(args.checkpoints, scenarios, margins)
     print(json.dumps(results, indent=1), flush=True)
     if args.out:
         from mallocgym._files import atomic_write
 
         with atomic_write(args.out) as handle:
-            json.dump({"programs": len(scenarios), "results": results}, handle, indent=1)
+            json.dump({"programs": len(scenarios), "validation": args.validation, "results": results}, handle,
+                      indent=1)
     return 0
 
 

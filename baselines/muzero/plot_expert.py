@@ -1,6 +1,7 @@
 """Curves of a ``network.version = 2`` training log (expert iteration): the residual error on
-replay and held-out positions side by side, the loss parts, and the self-play games' return
-against XLA-like's (the search's best completion on each game's program).
+replay and held-out positions side by side, the loss parts, and the games' return
+against XLA-like's (the search's best completion on each game's program, or for a labelled
+game, ``train.label_fraction``, the game played, its exploring moves included).
 
     python baselines/muzero/plot_expert.py baselines/muzero/expert/train-log.jsonl --png FILE.png
 """
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ax.legend()
     ax = axes[2]
     pts = [(m, r) for m, r in zip(minutes, rows) if "return_mean" in r]
-    ax.plot([m for m, _ in pts], [r["return_mean"] for _, r in pts], label="search (best completion)")
+    ax.plot([m for m, _ in pts], [r["return_mean"] for _, r in pts],
+            label="game (search: best completion; labelled: as played)")
     ax.plot([m for m, _ in pts], [r["xla_return_mean"] for _, r in pts], label="XLA-like", linestyle="--")
     ax.set(title="self-play games (last 50): normalised return", xlabel="minutes")
     ax.legend()

@@ -32,12 +32,14 @@ AGENTS: dict[str, str] = {
     "dqn": "mallocgym.agents.sb3.agent:sb3_factory",
     "muzero": "mallocgym.agents.muzero.agent:muzero_factory",
     "muzero-sim": "mallocgym.agents.muzero.agent:muzero_factory",
+    "muzero-pol": "mallocgym.agents.muzero.agent:muzero_factory",
 }
 
 # name -> the extra its module needs (checked first, so a missing one is named: pip install 'mallocgym[sb3]').
 # `exact` names its extra itself (agents/exact.py).
 AGENT_EXTRAS: dict[str, str] = {
     "maskable_ppo": "sb3", "ppo": "sb3", "dqn": "sb3", "muzero": "muzero", "muzero-sim": "muzero",
+    "muzero-pol": "muzero",
 }
 
 

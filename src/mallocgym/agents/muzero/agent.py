@@ -14,7 +14,14 @@ commas:
   the first checkpoint's config, with the options, applies to all);
 - ``muzero-sim`` only: ``mix=M`` (``simulator.value_mix``; 1: exact leaf values),
   ``lead=L`` (``simulator.max_logit_lead``; 0: the prior zeroed) and ``ptemp=T``
-  (``simulator.prior_temperature``).
+  (``simulator.prior_temperature``); ``finetune=S`` (version-2 checkpoints: S seconds of
+  expert iteration on the program being solved, :mod:`.finetune`).
+
+``muzero-sim:DIR,gate=G`` (``simulator.gate``, version 2; issue 18 step 4) searches only where
+the predicted gain exceeds G. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
+alone: one network call per decision with a choice, XLA-like's move unless the advantage head
+predicts a move better by more than ``margin=X`` (``simulator.policy_margin``;
+:func:`.labels.policy_move`); it takes ``budget_s=S`` too.
 
 An option given to the mode it does not apply to is an error, as is an unknown option or an
 unreadable value.
@@ -34,13 +41,14 @@ from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
 from .config import ENSEMBLE_RULES, MuZeroConfig
+from .labels import policy_move
 from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import SimulatorSearch
 
 __all__ = ["MuZeroAgent", "muzero_factory", "MODES", "make_env"]
 
-MODES = ("learned", "simulator")
+MODES = ("learned", "simulator", "policy")
 
 
 def make_env(scenario, config: MuZeroConfig):
@@ -70,6 +78,9 @@ class MuZeroAgent:
             check_ensemble(config.search.ensemble, config.search.departure_margin)
         if num_simulations is not None and num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations!r}")
+        if mode == "policy" and config.network.version < 2:
+            raise ValueError("the policy agent (muzero-pol) reads a version-2 network's advantage head "
+                             "(network.version = 2)")
         if mode == "learned" and config.network.version >= 2:
             raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
                              "(its learned dynamics are untrained): play it with muzero-sim:DIR")
@@ -84,7 +95,7 @@ class MuZeroAgent:
         self.budget_s: float | None = None
         self.set_budget(budget_s)
         self.clock = clock
-        self.name = name or ("muzero" if mode == "learned" else "muzero-sim")
+        self.name = name or {"learned": "muzero", "simulator": "muzero-sim", "policy": "muzero-pol"}[mode]
 
     def set_budget(self, budget_s: float | None) -> None:
         """Set the wall budget per scenario in seconds (None: no limit); a harness-wide
@@ -129,6 +140,10 @@ class MuZeroAgent:
             elif out_of_time or (deadline is not None and self.clock() >= deadline):
                 out_of_time = True
                 action = xla_move(legal)
+            elif self.mode == "policy":
+                _, _, advantage = self.model.expert(batch)
+                action = policy_move(advantage[0], legal, self.config.simulator.policy_margin)
+                searched += 1
             else:
                 config = self.config.search
                 results = [play(model, batch, config=config, num_simulations=self.num_simulations)
@@ -173,15 +188,21 @@ class MuZeroAgent:
 # option -> (config field or None for an agent argument, the modes it applies to)
 _OPTIONS = {
     "sims": (None, ("muzero", "muzero-sim")),
-    "budget_s": (None, ("muzero", "muzero-sim")),
+    "budget_s": (None, ("muzero", "muzero-sim", "muzero-pol")),
     "span": ("search.min_q_span", ("muzero",)),
     "keep": ("search.departure_margin", ("muzero",)),
     "ens": ("search.ensemble", ("muzero",)),
     "mix": ("simulator.value_mix", ("muzero-sim",)),
     "lead": ("simulator.max_logit_lead", ("muzero-sim",)),
     "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
+    "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
+    "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
+    "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
 }
-_KNOWN = "sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T (muzero-sim)"
+_KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
+          "(muzero-sim)")
+
+_KNOWN += "; gate=G (muzero-sim); margin=X, budget_s=S (muzero-pol)"
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -214,10 +235,10 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} takes a number)") from None
         if not math.isfinite(number):
             raise ValueError(f"agent {kind}:{arg}: {key} must be finite, got {value!r}")
-        if key == "budget_s":
+        if key in ("budget_s", "finetune"):
             if number <= 0:
-                raise ValueError(f"agent {kind}:{arg}: budget_s must be > 0 seconds, got {value!r}")
-            parsed["budget_s"] = number
+                raise ValueError(f"agent {kind}:{arg}: {key} must be > 0 seconds, got {value!r}")
+            parsed[key] = number
         else:
             overrides.append(f"{field}={number!r}")
     return path, parsed, overrides
@@ -231,7 +252,7 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     paths = path.split("+")
     if not all(paths):
         raise ValueError(f"agent {kind}:{arg}: an empty checkpoint folder in {path!r} (an ensemble is A+B)")
-    if len(paths) > 1 and kind == "muzero-sim":
+    if len(paths) > 1 and kind != "muzero":
         raise ValueError(f"agent {kind}:{arg}: an ensemble (A+B) plays over the learned models only; "
                          f"use muzero:{arg}")
     loaded = [load_network(p) for p in paths]
@@ -244,8 +265,12 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
         config = config.with_overrides(overrides)
     except ValueError as exc:
         raise ValueError(f"agent {kind}:{arg}: {exc}") from None
-    mode = "simulator" if kind == "muzero-sim" else "learned"
+    mode = {"muzero-sim": "simulator", "muzero-pol": "policy"}.get(kind, "learned")
     # options name the agent, so variants stay apart in one bench; an ensemble is muzero-x2,...
     name = kind + (f"-x{len(paths)}" if len(paths) > 1 else "") + arg[len(path):]
     nets = [net for net, _, _ in loaded]
+    if "finetune" in options:
+        from .finetune import finetune_agent
+
+        return finetune_agent(kind, arg, nets[0], config, loaded[0][2], name=name, **options)
     return MuZeroAgent(nets if len(nets) > 1 else nets[0], config, mode=mode, name=name, **options)

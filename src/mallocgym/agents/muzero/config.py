@@ -242,6 +242,15 @@ class SimulatorConfig:
         below ``c_visit * c_scale``, the smallest Q bonus between a node's best and worst child,
         so that Q can always overrule the prior
         (:func:`mallocgym.agents.muzero.simsearch.bounded_logits` shows the arithmetic).
+      gate: version 2 only (issue 18, step 4: search where it pays): ``>= 0`` expands a
+        position only where the network's predicted gain (its best predicted advantage over
+        XLA-like's move, :func:`mallocgym.agents.muzero.labels.predicted_gain`, in
+        ``network.residual_scale`` units) exceeds ``gate``; elsewhere the game follows the best
+        mapping found so far (at first XLA-like's completion) without any completion. Negative
+        (the default): every position with a choice is searched.
+      policy_margin: the policy agent (``muzero-pol``, issue 18, step 5): leave XLA-like's move
+        only where the best predicted advantage over it exceeds this (``residual_scale``
+        units; 0: wherever one is predicted higher).
     """
 
     num_simulations: int = 8
@@ -251,9 +260,14 @@ class SimulatorConfig:
     c_scale: float = 0.1
     prior_temperature: float = 1.0
     max_logit_lead: float = 0.25
+    gate: float = -1.0
+    policy_margin: float = 0.0
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
+        if not (math.isfinite(self.gate) and math.isfinite(self.policy_margin) and self.policy_margin >= 0):
+            raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
+                             f"{self.gate!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
         _unit("simulator", value_mix=self.value_mix)
         if not self.keep_xla:
@@ -335,6 +349,17 @@ class TrainConfig:
         others: mostly fresh generated programs; 0: none).
       generator_buffers: ``"LOW,HIGH"``: the generator's buffer-count range instead of the
         preset's (``"100,1100"``); empty: the preset's.
+      label_fraction: version 2 (issue 18, step 3): share of games that are not searched but
+        labelled exactly (:func:`mallocgym.agents.muzero.labels.label_game`): XLA-like's game,
+        and at about ``label_positions`` positions of it drawn at random, every legal move
+        scored by its XLA-like completion (the advantages exact, the residual the best
+        one-step gain); 0: every game is the simulator search's.
+      label_positions: positions labelled per labelled game, on average (each position with
+        a choice is labelled with probability ``min(1, label_positions / buffers)``).
+      label_explore: at a labelled position, the probability that the game goes on with the
+        best-scoring move instead of XLA-like's (so that positions after a departure are seen).
+      label_temperature: the policy target of a labelled position is ``softmax(advantage /
+        label_temperature)`` over its legal moves (``residual_scale`` units).
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
     """
@@ -371,6 +396,10 @@ class TrainConfig:
     advantage_loss_weight: float = 1.0
     heldout_fraction: float = 0.0
     generator_buffers: str = ""
+    label_fraction: float = 0.0
+    label_positions: int = 48
+    label_explore: float = 0.5
+    label_temperature: float = 0.25
     checkpoint_every_s: float = 120.0
     log_every_s: float = 10.0
 
@@ -409,7 +438,9 @@ class TrainConfig:
             raise ValueError(f"train.positive_weight must be >= 1, got {self.positive_weight!r}")
         if self.residual_loss_weight < 0 or self.advantage_loss_weight < 0:
             raise ValueError("train.residual_loss_weight and advantage_loss_weight must be >= 0")
-        _unit("train", heldout_fraction=self.heldout_fraction)
+        _unit("train", heldout_fraction=self.heldout_fraction, label_fraction=self.label_fraction,
+              label_explore=self.label_explore)
+        _positive("train", label_positions=self.label_positions, label_temperature=self.label_temperature)
         if self.generator_buffers:
             parse_buffers(self.generator_buffers)
         if self.min_replay > self.replay_capacity:

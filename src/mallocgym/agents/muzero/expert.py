@@ -185,7 +185,9 @@ class ExpertActor:
 
     Each game draws its scenario from ``source`` with ``rng``; game ``i`` (from 0) is a held-out
     game (its positions go to the held-out pool, never to the replay) when
-    ``floor((i + 1) f) > floor(i f)``, ``f = train.heldout_fraction``: every ``1/f``-th game."""
+    ``floor((i + 1) f) > floor(i f)``, ``f = train.heldout_fraction``: every ``1/f``-th game.
+    With ``train.label_fraction > 0`` a game is, with that probability (drawn with ``rng``), a
+    labelled game (:func:`~.labels.label_game`, no search), played whole in one :meth:`step`."""
 
     def __init__(self, config: MuZeroConfig, source, rng: np.random.Generator, model):
         from .agent import make_env
@@ -198,25 +200,39 @@ class ExpertActor:
         self.search: SimulatorSearch | None = None
         self.scenario: Scenario | None = None
         self.heldout = False
+        self.label = False
         self.positions = 0
         self.games_started = 0
+        self.labelled_games = 0
 
     def start(self) -> None:
         """Begin a new game."""
         self.scenario, _ = self.source.sample(self.rng)
-        f, i = self.config.train.heldout_fraction, self.games_started
+        t = self.config.train
+        f, i = t.heldout_fraction, self.games_started
         self.heldout = math.floor((i + 1) * f) > math.floor(i * f)
         self.games_started += 1
+        self.positions = 0
+        # drawn only when labelled games are on, so that runs without them draw as before
+        self.label = t.label_fraction > 0 and self.rng.random() < t.label_fraction
+        if self.label:
+            return
         env = self._make_env(self.scenario, self.config)
         env.reset(seed=int(self.rng.integers(2**31)))
         self.search = SimulatorSearch(env, self.model, self.config,
                                       num_simulations=self.config.simulator.num_simulations, harvest=True)
-        self.positions = 0
 
     def step(self) -> tuple[list[ExpertRecord], bool, ExpertGame | None]:
         """One move: ``(positions harvested, whether they are held out, the game if it ended)``."""
         if self.search is None:
             self.start()
+        if self.label:
+            from .labels import label_game
+
+            records, ret, xla_return = label_game(self.scenario, self.config, self.rng)
+            self.labelled_games += 1
+            self.label = False
+            return records, self.heldout, ExpertGame(self.scenario.name, len(records), ret, xla_return, self.heldout)
         search = self.search
         search.move()
         records, search.records = search.records, []

@@ -49,6 +49,13 @@ network.
   time the best completion below it saves, in ``network.residual_scale`` units), and with
   ``harvest=True`` every expanded position with a choice becomes a training record
   (:meth:`SimulatorSearch.harvest`, :func:`expert_targets`) once the game leaves its subtree.
+- **The gate** (``simulator.gate >= 0``, version 2; issue 18, step 4: search where it pays):
+  before an unexpanded root is searched, the network's predicted gain there
+  (:func:`~.labels.predicted_gain`: its best predicted advantage over XLA-like's move) is read
+  (one network call unless the position was already evaluated as a child); at most the gate,
+  the game follows the incumbent's move without expanding or completing anything (the new
+  root's own XLA-like completion is computed only if it is searched later). Forced positions
+  are followed too. The incumbent stays below the root, so the game still ends at it.
 
 :func:`simulator_search` is the older batched form over the numba trees of :mod:`.tree`
 (``B`` games, one env step and one network call per simulation, no subtree reuse): kept for the
@@ -195,7 +202,7 @@ class _Node:
     until evaluated or when the prior is not used)."""
 
     __slots__ = ("state", "image", "final", "value", "best", "visits", "total", "count", "actions", "children",
-                 "raw_logits", "prior", "terminal", "predicted")
+                 "raw_logits", "prior", "terminal", "predicted", "advantage")
 
     def __init__(self, state, image, final: float, value: float, terminal: bool):
         self.state = state
@@ -212,6 +219,7 @@ class _Node:
         self.prior: np.ndarray | None = None      # bounded logits over ``actions``
         self.terminal = terminal
         self.predicted: float | None = None        # version 2: the network's residual estimate
+        self.advantage: np.ndarray | None = None   # version 2: the network's advantages [A]
 
 
 class SimulatorSearch:
@@ -248,6 +256,9 @@ class SimulatorSearch:
         self.residual = config.network.version >= 2
         self.residual_scale = config.network.residual_scale
         self.uses_network = self.max_lead > 0 or self.mix < 1 or self.residual
+        self.gate = sc.gate if sc.gate >= 0 else None
+        if self.gate is not None and not self.residual:
+            raise ValueError("simulator.gate needs a version-2 network (its advantage head predicts the gain)")
         self.records: list[ExpertRecord] | None = [] if harvest else None
         if harvest and not self.uses_network:
             raise ValueError("harvesting training positions needs the network's observations (a version-2 "
@@ -264,6 +275,7 @@ class SimulatorSearch:
         self.completions = 0
         self.network_calls = 0
         self.searched_moves = 0
+        self.gated_moves = 0   # moves with a choice that the gate left unsearched
         # scratch
         self.work = sim.copy_state(u.sim_state)
         self.scratch = features.make_scratch(self.n, self.k)
@@ -319,11 +331,12 @@ class SimulatorSearch:
             self._observe(node, i)
         batch = {key: arr[:m].reshape(m, -1) for key, arr in self.obs_batch.items()}
         if self.residual:
-            logits, residual, _ = self.model.expert(batch)
+            logits, residual, advantage = self.model.expert(batch)
             self.network_calls += 1
             for i, node in enumerate(nodes):
                 node.raw_logits = logits[i]
                 node.predicted = float(residual[i])
+                node.advantage = advantage[i]
                 if values:
                     # leaf value = XLA-like's exact completion + the predicted residual over it
                     r = min(max(float(residual[i]), 0.0), 0.5 * self.residual_scale)
@@ -362,6 +375,10 @@ class SimulatorSearch:
         will need a prior in one network call, and back the new evaluations up ``path`` (the nodes
         from the root to ``node``'s parent) and ``node``."""
         st = self.st
+        if math.isnan(node.final):   # a position the gate passed by: its own completion first
+            node.final = node.best = self._complete(node.state)
+            node.value = self.exact_value(node.final)
+            node.total = node.value * node.visits
         actions, base, offsets = self.legal_actions(node.state)
         if self.uses_network and node.raw_logits is None and len(actions) > 1:
             self.evaluate([node], values=False)   # a root, or a child created without a prior
@@ -492,6 +509,8 @@ class SimulatorSearch:
         root = self.root
         if root.terminal:
             raise RuntimeError("the game is over: no move to make")
+        if self.gate is not None and not self.exhausted and root.actions is None and self.passes_gate(root):
+            return self.follow_incumbent()
         if not self.exhausted and root.actions is None and not self._out_of_time():
             self.expand(root, [])
         if self.exhausted:
@@ -518,11 +537,47 @@ class SimulatorSearch:
         self.root = root.children[index]
         return int(root.actions[index])
 
+    def passes_gate(self, root: _Node) -> bool:
+        """Whether the gate (``simulator.gate``) leaves the unexpanded ``root`` unsearched: a forced
+        position, or one where the network's predicted gain (:func:`~.labels.predicted_gain`, one
+        network call unless ``root`` was already evaluated) is at most the gate."""
+        from .labels import predicted_gain
+
+        actions, base, _ = self.legal_actions(root.state)
+        if len(actions) < 2:
+            return True
+        if root.advantage is None:
+            self.evaluate([root], values=False)
+        legal = np.zeros(self.k + 1, bool)
+        legal[actions] = True
+        gain, _ = predicted_gain(root.advantage, legal)
+        if gain <= self.gate:
+            self.gated_moves += 1
+            return True
+        return False
+
+    def follow_incumbent(self) -> int:
+        """Play the incumbent's move at the unexpanded root without searching or completing: the
+        new root's own completion (``final``) is left unknown (NaN) until it is expanded."""
+        root = self.root
+        action = self.incumbent_action()
+        actions, _, offsets = self.legal_actions(root.state)
+        offset = int(offsets[np.flatnonzero(actions == action)[0]])
+        state = sim.copy_state(root.state)
+        decide(self.st, state, offset)
+        image = None
+        if root.image is not None:
+            image = root.image.copy()
+            if offset >= 0:
+                features.paint(self.st, image, self.st.order[root.state.counters[sim.STEP]], offset)
+        self.root = _Node(state, image, math.nan, math.nan, self._done(state))
+        return action
+
     def info(self) -> dict:
         """Counters for the solution's info (``simulations_run``: over the whole game)."""
         return {"simulations_run": self.simulations, "expansions": self.expansions, "completions": self.completions,
                 "network_calls": self.network_calls, "searched_moves": self.searched_moves,
-                "budget_exhausted": self.exhausted}
+                "gated_moves": self.gated_moves, "budget_exhausted": self.exhausted}
 
 
 # ------------------------------------------------------------------------------ batched (numba trees)

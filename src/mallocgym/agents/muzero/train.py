@@ -365,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config field, e.g. search.num_simulations=8 (repeatable)")
     p.add_argument("--no-generator", action="store_true", help="train on the suite's scenarios only")
     p.add_argument("--quiet", "--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    p.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
+                   help="self-play actors and the learner as Ray actors (the [ray] extra) on the cluster at ADDRESS "
+                        "(auto, HOST:PORT, ray://HOST:PORT; none: a local Ray); see docs/muzero.md")
+    p.add_argument("--ray-actors", type=int, metavar="N", help="self-play actors with --ray (default: 1)")
     return p
 
 
@@ -395,8 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         scenarios = suite(args.suite if args.suite is not None else "default", args.split or "train")
         use_generator = not args.no_generator
-    summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
-                    resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
+    if args.ray is not None or args.ray_actors is not None:   # ray is imported only here (.distributed)
+        from .distributed import main_ray
+
+        summary = main_ray(args, config, scenarios, use_generator)
+    else:
+        summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
+                        resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
     print(json.dumps(summary, indent=1, sort_keys=True))
     return 0
 

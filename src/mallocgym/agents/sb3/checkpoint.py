@@ -53,6 +53,8 @@ def _policy(algo: str, config: AlgoConfig) -> tuple[Any, dict[str, Any]]:
     fe_kwargs = {"hidden": p.hidden, "memory_bins": tuple(config.env.memory_bins), "memory_pool": p.memory_pool}
     if config.env.version == "v1":
         fe_kwargs["n_starts"] = config.env.starts
+    if config.env.canonical:  # the two v0 modes' observation spaces may look alike: say which
+        fe_kwargs["canonical"] = True
     return cls, {"features_extractor_class": CandidateSetExtractor, "features_extractor_kwargs": fe_kwargs}
 
 

@@ -17,13 +17,15 @@ from ...env import INVALID_ACTION_MODES
 from ...sim import ORDERS
 
 __all__ = ["EnvConfig", "PolicyConfig", "MaskablePPOConfig", "PPOConfig", "DQNConfig", "AlgoConfig",
-           "ALGOS", "VEC_KINDS", "EXTRACTORS", "VERSIONS", "default_config", "config_to_dict", "config_from_dict",
-           "override"]
+           "ALGOS", "VEC_KINDS", "EXTRACTORS", "VERSIONS", "CANONICAL", "V0_ORDERS", "default_config", "config_to_dict",
+           "config_from_dict", "override"]
 
 VEC_KINDS = ("native", "dummy", "subproc")
 EXTRACTORS = ("set", "flat")
 VERSIONS = ("v0", "v1")
 V1_DEFAULT_STARTS = 4  # MallocGameV1Env's n_starts default
+CANONICAL = "canonical"  # MallocGame-v0's canonical decision mode (mallocgym.env.canonical)
+V0_ORDERS = ORDERS + (CANONICAL,)  # what EnvConfig.order takes on v0 (v1: ORDERS)
 
 
 def _positive(obj, *names: str) -> None:
@@ -55,11 +57,19 @@ class EnvConfig:
     ``MallocGameV1Env`` arguments, and which of the two).
 
     Attributes:
-      n_candidates: ``K``, candidate offsets offered per decision (v0: ``Discrete(K + 1)``;
-        v1: ``Discrete(1 + K + J * K)``).
+      n_candidates: ``K``, candidates offered per decision (v0: ``K`` offsets of the current
+        buffer, ``Discrete(K + 1)``; v0 with ``order="canonical"``: ``K`` buffers, each at its
+        lowest free offset, ``Discrete(2 * K)``; v1: ``Discrete(1 + K + J * K)``).
       n_next: ``L``, upcoming buffers shown in ``obs["next"]``.
       memory_bins: ``(A, B)``, address x time bins of the fast-memory image.
-      order: decision order of the buffers: ``"boundedness"`` (XLA's), ``"start"`` or ``"size"``.
+      order: decision order of the buffers: ``"boundedness"`` (XLA's), ``"start"``, ``"size"``
+        or ``"spatial"``; or, on v0 only, ``"canonical"``: MallocGame-v0's canonical decision
+        mode (:class:`~mallocgym.env.canonical.CanonicalGameEnv`), where each move chooses which
+        buffer goes at its lowest free offset (action ``i < K``) or which goes to slow memory
+        (``K + i``). The native vector env does not run that mode (use ``vec=dummy`` or
+        ``subproc``; ``mallocgym train sb3 --set env.order=canonical`` picks ``dummy`` unless
+        told otherwise), and the ``"set"`` policy scores each candidate row twice (see
+        :mod:`.extractor`). A trained agent plays the mode it was trained in.
       invalid_action: what a masked action does in the env (``"skip"``, ``"terminate"``,
         ``"raise"``). PPO and DQN act without masks, so with ``"skip"`` a masked choice leaves
         the buffer in slow memory (v1: the use reads slow memory).
@@ -91,8 +101,12 @@ class EnvConfig:
         if len(bins) != 2 or not all(isinstance(b, int) and b >= 1 for b in bins):
             raise ValueError(f"EnvConfig.memory_bins must be two integers >= 1, got {self.memory_bins!r}")
         object.__setattr__(self, "memory_bins", bins)
-        if self.order not in ORDERS:
-            raise ValueError(f"EnvConfig.order must be one of {ORDERS}, got {self.order!r}")
+        orders = V0_ORDERS if self.version == "v0" else ORDERS
+        if self.order not in orders:
+            if self.order == CANONICAL:
+                raise ValueError(f"EnvConfig.order 'canonical' is a MallocGame-v0 decision mode; "
+                                 f"on {self.version} use one of {orders}")
+            raise ValueError(f"EnvConfig.order must be one of {orders}, got {self.order!r}")
         if self.invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"EnvConfig.invalid_action must be one of {INVALID_ACTION_MODES}, "
                              f"got {self.invalid_action!r}")
@@ -114,12 +128,21 @@ class EnvConfig:
         return V1_DEFAULT_STARTS if self.n_starts is None else self.n_starts
 
     @property
+    def canonical(self) -> bool:
+        """Whether the env is MallocGame-v0's canonical decision mode (``order="canonical"``)."""
+        return self.order == CANONICAL
+
+    @property
     def n_actions(self) -> int:
-        """The size of the env's action space: ``K + 1`` on v0, ``1 + K + J * K`` on v1."""
-        return self.n_candidates + 1 if self.version == "v0" else 1 + self.n_candidates * (1 + self.starts)
+        """The size of the env's action space: ``K + 1`` on v0, ``2 * K`` in v0's canonical mode,
+        ``1 + K + J * K`` on v1."""
+        if self.version == "v1":
+            return 1 + self.n_candidates * (1 + self.starts)
+        return 2 * self.n_candidates if self.canonical else self.n_candidates + 1
 
     def env_class(self):
-        """``MallocGameEnv`` (v0) or ``MallocGameV1Env`` (v1)."""
+        """``MallocGameEnv`` (v0; with ``order="canonical"`` it builds a ``CanonicalGameEnv``)
+        or ``MallocGameV1Env`` (v1)."""
         if self.version == "v1":
             from ...env.v1 import MallocGameV1Env
 
@@ -183,6 +206,9 @@ class _Common:
         if self.env.version == "v1" and self.vec == "native":
             raise ValueError(f"{type(self).__name__}.vec 'native' (mallocgym's numba batch) plays MallocGame-v0 "
                              f"only; on v1 use vec=dummy or vec=subproc")
+        if self.env.canonical and self.vec == "native":
+            raise ValueError(f"{type(self).__name__}.vec 'native' (mallocgym's numba batch) does not run "
+                             f"env.order=canonical; use vec=dummy or vec=subproc")
 
 
 @dataclass(frozen=True)
@@ -302,14 +328,19 @@ AlgoConfig = Union[MaskablePPOConfig, PPOConfig, DQNConfig]
 ALGOS: dict[str, type] = {"maskable_ppo": MaskablePPOConfig, "ppo": PPOConfig, "dqn": DQNConfig}
 
 
-def default_config(algo: str, version: str = "v0") -> AlgoConfig:
+def default_config(algo: str, version: str = "v0", *, canonical: bool = False) -> AlgoConfig:
     """The default hyperparameters of ``algo`` (``maskable_ppo``, ``ppo`` or ``dqn``) on game
-    ``version`` (``"v0"`` or ``"v1"``; v1 runs its games in SB3's ``DummyVecEnv``, as the native
-    batch plays v0 only)."""
+    ``version`` (``"v0"`` or ``"v1"``), with ``canonical=True`` in v0's canonical decision mode
+    (``env.order="canonical"``). v1 and the canonical mode run their games in SB3's
+    ``DummyVecEnv``, as the native batch plays v0's default mode only."""
     if algo not in ALGOS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {', '.join(ALGOS)}")
     if version not in VERSIONS:
         raise ValueError(f"unknown game version {version!r}; expected one of {', '.join(VERSIONS)}")
+    if canonical:
+        if version != "v0":
+            raise ValueError(f"env.order=canonical is a MallocGame-v0 decision mode; not available on {version}")
+        return ALGOS[algo](vec="dummy", env=EnvConfig(order=CANONICAL))
     if version == "v0":
         return ALGOS[algo]()
     return ALGOS[algo](vec="dummy", env=EnvConfig(version="v1"))

@@ -35,10 +35,26 @@ logits the same way (tested)::
     h_a = MLP(action row a, tag(a), c)       for every action a (1 + K + J*K rows)
     p   = mean of h_a over legal actions;  logit_a = w . MLP(h_a) + b;  value = MLP(c, p)
 
+MallocGame-v0's canonical decision mode (``order="canonical"``, ``Discrete(2K)``): candidate
+row ``i`` is a *buffer* (at its lowest free offset), and two actions belong to it: ``i`` places
+it, ``K + i`` sends it to slow memory. There is no row-less skip. The extractor encodes the rows
+as above (the canonical candidate features), and the actor gives each row two embeddings, one
+per action, from two small heads over the shared row encoding and the pooled summary::
+
+    r_i = MLP_place(h_i, p),  s_i = MLP_slow(h_i, p)      for i < K
+    latent_pi = [r_0 .. r_{K-1}, s_0 .. s_{K-1}];  logit_a = w . latent_a + b  (RowScorer)
+
+so permuting the candidate rows permutes both halves of the ``2K`` logits the same way (tested).
+The observation spaces of the two v0 modes can have the same shapes (both have 9 features per
+row; with ``K = 1`` the action counts agree too), so the extractor is told the mode:
+``canonical=True``, which the pipeline passes when ``EnvConfig.order == "canonical"``. A
+``canonical`` flag that does not fit the observation space is one ``ValueError``.
+
 Policies: :class:`MaskableCandidatePolicy` (sb3-contrib MaskablePPO), :class:`CandidatePolicy`
 (PPO), :class:`CandidateDQNPolicy` (DQN, whose ``q_net`` is ``CandidateActor`` then
 ``RowScorer``, so each candidate's Q-value comes out of its own row). The same classes serve
-both versions: the extractor reads which one from the observation space.
+both versions and both v0 modes: the extractor reads the version from the observation space
+and the mode from its ``canonical`` argument.
 """
 
 from __future__ import annotations
@@ -53,6 +69,7 @@ from stable_baselines3.dqn.policies import MultiInputPolicy as DQNMultiInputPoli
 from stable_baselines3.dqn.policies import QNetwork
 from torch import nn
 
+from ...env.canonical import CANONICAL_CANDIDATE_FEATURES
 from ...features import CANDIDATE_FEATURES
 from ...sim.v1_obs import ACTION_FEATURES
 
@@ -74,7 +91,8 @@ def _mlp(n_in: int, hidden: int, layers: int = 2) -> nn.Sequential:
 class CandidateSetExtractor(BaseFeaturesExtractor):
     """Features ``[context (H) | pooled rows (H) | row 1 .. row R (R*H)]`` of a MallocGame
     observation (``features_dim = (R + 2) * H``): on v0 ``R = K`` candidate rows (the skip
-    action is scored from the summary), on v1 ``R = 1 + K + J * K``, one row per action.
+    action is scored from the summary; in the canonical mode each row carries two actions), on
+    v1 ``R = 1 + K + J * K``, one row per action.
 
     Args:
       observation_space: MallocGame-v0's or -v1's ``Dict`` (flat entries; the version is read
@@ -84,10 +102,13 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
       memory_pool: the image is average-pooled to ``memory_pool x memory_pool`` per channel.
       n_starts: ``J`` of a v1 env (needed to tell which rows are ``FAST`` and which
         ``PREFETCH``); must be ``None`` for v0.
+      canonical: the observation is MallocGame-v0's canonical decision mode
+        (``order="canonical"``: ``2K`` actions, buffer rows). Must be ``False`` for v1 and for
+        v0's default mode; the shapes alone cannot always tell the two v0 modes apart.
     """
 
     def __init__(self, observation_space: spaces.Dict, hidden: int = 64, memory_bins=(32, 32),
-                 memory_pool: int = 8, n_starts: int | None = None):
+                 memory_pool: int = 8, n_starts: int | None = None, canonical: bool = False):
         try:
             self.version = "v1" if "actions" in observation_space.spaces else "v0"
             keys = _CONTEXT_KEYS_V1 if self.version == "v1" else _CONTEXT_KEYS
@@ -101,13 +122,27 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
         if n_mem != 2 * a_bins * t_bins:
             raise ValueError(f"obs['memory'] has {n_mem} entries, expected 2 * {a_bins} * {t_bins} "
                              f"(pass the env's memory_bins)")
+        if not isinstance(canonical, bool):
+            raise ValueError(f"canonical must be True or False, got {canonical!r}")
+        if canonical and self.version != "v0":
+            raise ValueError("canonical=True is MallocGame-v0's canonical decision mode; this is a v1 observation")
         if self.version == "v0":
             if n_starts is not None:
                 raise ValueError(f"n_starts={n_starts!r} is for MallocGame-v1; this is a v0 observation")
-            n_feat, k = len(CANDIDATE_FEATURES), n_actions - 1
+            if canonical:
+                n_feat = len(CANONICAL_CANDIDATE_FEATURES)
+                k, rest = divmod(n_actions, 2)
+                if rest or k < 1 or n_rows_flat != k * n_feat:
+                    raise ValueError(f"canonical=True needs a MallocGame-v0 order='canonical' observation (2K actions, "
+                                     f"K * {n_feat} candidate entries); this one has {n_actions} actions and "
+                                     f"{n_rows_flat} candidate entries (an env of the default mode?)")
+            else:
+                n_feat, k = len(CANDIDATE_FEATURES), n_actions - 1
+                if n_rows_flat != k * n_feat:
+                    raise ValueError(f"obs['candidates'] has {n_rows_flat} entries, expected K * {n_feat} = "
+                                     f"{k * n_feat} for K + 1 = {n_actions} actions (an order='canonical' env "
+                                     f"needs canonical=True)")
             n_rows, tags = k, None
-            if n_rows_flat != k * n_feat:
-                raise ValueError(f"obs['candidates'] has {n_rows_flat} entries, expected K * {n_feat} = {k * n_feat}")
         else:
             n_feat = len(ACTION_FEATURES)
             if not isinstance(n_starts, int) or isinstance(n_starts, bool) or n_starts < 1:
@@ -120,7 +155,8 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
                 raise ValueError(f"obs['actions'] has {n_rows_flat} entries, expected {n_actions} * {n_feat}")
         super().__init__(observation_space, features_dim=(n_rows + 2) * hidden)
         self.k, self.n_rows, self.hidden, self.n_feat = k, n_rows, int(hidden), n_feat
-        self.has_skip = self.version == "v0"  # v0's skip has no row: it is scored from the summary
+        self.canonical = canonical  # two actions per row: place (i) and slow (K + i)
+        self.has_skip = self.version == "v0" and not canonical  # v0's skip has no row: scored from the summary
         self.context_keys = keys
         self.image_shape = (2, a_bins, t_bins)
         self.pool = nn.AdaptiveAvgPool2d(int(memory_pool))
@@ -168,16 +204,34 @@ def _split(features: th.Tensor, k: int, hidden: int) -> tuple[th.Tensor, th.Tens
 
 class CandidateActor(nn.Module):
     """``features -> [B, n_actions * H]``: one embedding per row, plus (v0, ``skip=True``) one
-    for the skip action made from the summary."""
+    for the skip action made from the summary; with ``canonical=True`` (v0's canonical mode,
+    no skip) two per row, all "place" embeddings then all "slow" ones (actions ``i`` and
+    ``K + i``), each from its own head over the row and the pooled summary."""
 
-    def __init__(self, k: int, hidden: int, skip: bool = True):
+    def __init__(self, k: int, hidden: int, skip: bool = True, canonical: bool = False):
         super().__init__()
-        self.k, self.hidden = k, hidden
+        if skip and canonical:
+            raise ValueError("the canonical mode has no skip action (each row has a place and a slow action)")
+        self.k, self.hidden, self.canonical = k, hidden, canonical
         self.skip = _mlp(2 * hidden, hidden, layers=1) if skip else None
-        self.row = _mlp(hidden, hidden, layers=1)
+        if canonical:
+            self.row = None
+            self.place = _mlp(2 * hidden, hidden, layers=1)
+            self.slow = _mlp(2 * hidden, hidden, layers=1)
+        else:
+            self.row = _mlp(hidden, hidden, layers=1)
+
+    @property
+    def n_actions(self) -> int:
+        """The number of embeddings (actions) :meth:`forward` returns per observation."""
+        return 2 * self.k if self.canonical else self.k + int(self.skip is not None)
 
     def forward(self, features: th.Tensor) -> th.Tensor:
         summary, rows = _split(features, self.k, self.hidden)
+        if self.canonical:
+            pooled = summary[:, self.hidden:].unsqueeze(1).expand(-1, self.k, -1)
+            both = th.cat([rows, pooled], dim=2)
+            return th.cat([self.place(both), self.slow(both)], dim=1).flatten(1)
         if self.skip is not None:
             rows = th.cat([rows, self.skip(summary).unsqueeze(1)], dim=1)
         return self.row(rows).flatten(1)
@@ -186,14 +240,15 @@ class CandidateActor(nn.Module):
 class CandidateHeads(nn.Module):
     """The ``mlp_extractor`` of the actor-critic policies: ``forward_actor`` is
     :class:`CandidateActor`; ``forward_critic`` reads only the permutation-invariant summary.
-    ``k`` is the number of rows of the extractor (v0: candidates; v1: all actions)."""
+    ``k`` is the number of rows of the extractor (v0: candidates; v1: all actions);
+    ``canonical``: v0's canonical mode (two actions per row, no skip)."""
 
-    def __init__(self, k: int, hidden: int, skip: bool = True):
+    def __init__(self, k: int, hidden: int, skip: bool = True, canonical: bool = False):
         super().__init__()
-        self.actor = CandidateActor(k, hidden, skip)
+        self.actor = CandidateActor(k, hidden, skip, canonical)
         self.critic = _mlp(2 * hidden, hidden)
         self.k, self.hidden = k, hidden
-        self.latent_dim_pi = (k + int(skip)) * hidden
+        self.latent_dim_pi = self.actor.n_actions * hidden
         self.latent_dim_vf = hidden
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
@@ -233,7 +288,7 @@ class _CandidateActorCritic:
 
     def _build_mlp_extractor(self) -> None:
         fe = _require_set(self.features_extractor)
-        self.mlp_extractor = CandidateHeads(fe.n_rows, fe.hidden, fe.has_skip)
+        self.mlp_extractor = CandidateHeads(fe.n_rows, fe.hidden, fe.has_skip, fe.canonical)
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)
@@ -258,12 +313,14 @@ class MaskableCandidatePolicy(_CandidateActorCritic, MaskableMultiInputActorCrit
 
 
 class CandidateQNetwork(QNetwork):
-    """DQN's Q-network with one Q-value per candidate row (plus skip)."""
+    """DQN's Q-network with one Q-value per candidate row (plus skip; in v0's canonical mode two
+    per row, place and slow)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fe = _require_set(self.features_extractor)
-        self.q_net = nn.Sequential(CandidateActor(fe.n_rows, fe.hidden, fe.has_skip), RowScorer(fe.hidden, gain=1.0))
+        self.q_net = nn.Sequential(CandidateActor(fe.n_rows, fe.hidden, fe.has_skip, fe.canonical),
+                                   RowScorer(fe.hidden, gain=1.0))
 
 
 class CandidateDQNPolicy(DQNMultiInputPolicy):
@@ -288,7 +345,8 @@ def _scores(policy, tensor: dict[str, th.Tensor]) -> th.Tensor:
 
 def action_scores(policy, obs: dict[str, np.ndarray]) -> np.ndarray:
     """The unmasked logits (actor-critic policies) or Q-values (DQN) of a batch of
-    observations (or of one), ``float[B, n_actions]`` (v0: ``K + 1``; v1: ``1 + K + J*K``)."""
+    observations (or of one), ``float[B, n_actions]`` (v0: ``K + 1``; v0's canonical mode:
+    ``2K``, place scores then slow scores; v1: ``1 + K + J*K``)."""
     tensor, _ = policy.obs_to_tensor(obs)
     with th.no_grad():
         return _scores(policy, tensor).cpu().numpy()

@@ -2,9 +2,12 @@
 
     mallocgym train sb3 --algo maskable_ppo --suite default --minutes 10 --out runs/mppo
     mallocgym train sb3 --algo maskable_ppo --env v1 --suite default --minutes 10 --out runs/mppo-v1
+    mallocgym train sb3 --algo maskable_ppo --set env.order=canonical --minutes 10 --out runs/mppo-canon
 
 ``--env`` picks the game (MallocGame-v0, the default, or -v1); the run records it and its agent
-plays only that one. Training stops at ``--minutes`` (wall clock of the learning loop,
+plays only that one; ``--set env.order=canonical`` trains in MallocGame-v0's canonical decision
+mode (in SB3's ``DummyVecEnv`` unless ``--vec`` says otherwise), which the run's agent then
+plays. Training stops at ``--minutes`` (wall clock of the learning loop,
 evaluations included) or ``--steps`` (total env steps, counting earlier runs when resuming),
 whichever comes first. The newest weights are written atomically every
 ``--checkpoint-minutes`` and at the end (also on Ctrl-C), with ``train.json`` (see
@@ -52,7 +55,7 @@ from stable_baselines3.common.utils import LinearSchedule
 from ..._progress import Progress
 from ...scenarios import resolve, suite
 from .checkpoint import LATEST_FILE, MODEL_FILE, build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
-from .config import ALGOS, VEC_KINDS, VERSIONS, DQNConfig, config_to_dict, default_config, override
+from .config import ALGOS, CANONICAL, VEC_KINDS, VERSIONS, DQNConfig, config_to_dict, default_config, override
 from .data import TrainingMix
 from .evaluation import MAX_VALIDATION_PROGRAMS, VALIDATION_PRESET, Evaluator, geomean, validation_scenarios
 from .vec_env import make_vec_env
@@ -342,9 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
                                              "the last rollout is trained on when it ends exactly there")
     p.add_argument("--out", required=True, help="run directory (model.zip, train.json, logs/)")
     p.add_argument("--n-envs", type=int, help="games played in parallel (default: the config's)")
-    p.add_argument("--vec", choices=VEC_KINDS, help="vector env: native (numba batch), dummy or subproc")
+    p.add_argument("--vec", choices=VEC_KINDS,
+                   help="vector env: native (numba batch; v0's default mode only), dummy or subproc")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a hyperparameter, e.g. learning_rate=1e-4 or policy.extractor=flat")
+                   help="override a hyperparameter, e.g. learning_rate=1e-4, policy.extractor=flat or "
+                        "env.order=canonical (MallocGame-v0's canonical decision mode; then --vec defaults to dummy)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard logs to OUT/logs")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     p.add_argument("--seed", type=int, default=0, help=f"seed of the model and the envs, 0..{MAX_SEED} (default: 0)")
@@ -493,7 +498,7 @@ def _config(args, out: Path):
     else:
         if model_path.exists() or meta_path.exists():
             raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-        config = default_config(args.algo, args.env or "v0")
+        config = default_config(args.algo, args.env or "v0", canonical=_asks_canonical(args.set))
     for assignment in args.set:
         config = override(config, assignment)
     if args.env is not None and config.env.version != args.env:
@@ -503,6 +508,18 @@ def _config(args, out: Path):
     if args.vec is not None:
         config = override(config, f"vec={args.vec}")
     return config, previous
+
+
+def _asks_canonical(assignments: list[str]) -> bool:
+    """Whether ``--set`` assignments end with ``env.order=canonical`` (v0's canonical decision
+    mode): the run then starts from that mode's defaults (``vec=dummy``, as the native batch
+    does not run it), so that ``--set env.order=canonical`` alone is a complete request."""
+    order = None
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if sep and key.strip() == "env.order":
+            order = value.strip()
+    return order == CANONICAL
 
 
 def _evaluation(args, previous: dict[str, Any], version: str = "v0") -> dict[str, Any]:

@@ -5,8 +5,9 @@ behind SB3's ``VecEnv`` interface: observations are dicts of ``[N, ...]`` arrays
 game's last observation is in ``infos[i]["terminal_observation"]`` (with its ``speedup``,
 ``placed_bytes_fraction`` and ``offsets``), and ``env_method("action_masks")`` returns the masks
 of the current observations, which is what sb3-contrib's MaskablePPO calls every step.
-MallocGame-v1 has no native batch: :func:`make_vec_env` gives it ``DummyVecEnv`` or
-``SubprocVecEnv`` of ``MallocGameV1Env``.
+MallocGame-v1 and v0's canonical decision mode (``order="canonical"``) have no native batch:
+:func:`make_vec_env` gives them ``DummyVecEnv`` or ``SubprocVecEnv`` of ``MallocGameV1Env`` or
+``CanonicalGameEnv``.
 """
 
 from __future__ import annotations
@@ -97,15 +98,20 @@ def _env_factory(env_kwargs: dict[str, Any], version: str) -> Callable[[], Mallo
 def make_vec_env(kind: str, n_envs: int, env_kwargs: dict[str, Any], *, seed: int | None = None,
                  monitor: bool = True, version: str = "v0") -> VecEnv:
     """``n_envs`` MallocGame games as an SB3 ``VecEnv`` of ``kind`` ``"native"``
-    (:class:`SB3VecEnv`, v0 only), ``"dummy"`` or ``"subproc"``, wrapped in ``VecMonitor``
-    (episode returns and lengths for SB3's logs) unless ``monitor=False``; seeded with ``seed``.
-    ``version`` picks the game: ``"v0"`` (``MallocGameEnv``) or ``"v1"`` (``MallocGameV1Env``)."""
+    (:class:`SB3VecEnv`, v0's default mode only), ``"dummy"`` or ``"subproc"``, wrapped in
+    ``VecMonitor`` (episode returns and lengths for SB3's logs) unless ``monitor=False``; seeded
+    with ``seed``. ``version`` picks the game: ``"v0"`` (``MallocGameEnv``, which is a
+    ``CanonicalGameEnv`` with ``order="canonical"`` in ``env_kwargs``) or ``"v1"``
+    (``MallocGameV1Env``)."""
     if version not in ("v0", "v1"):
         raise ValueError(f"unknown game version {version!r}; expected v0 or v1")
     if kind == "native":
         if version != "v0":
             raise ValueError("the native vector env (mallocgym's numba batch) plays MallocGame-v0 only; "
                              "use dummy or subproc for v1")
+        if env_kwargs.get("order") == "canonical":
+            raise ValueError("the native vector env (mallocgym's numba batch) does not run v0's canonical "
+                             "decision mode (order='canonical'); use dummy or subproc")
         venv: VecEnv = SB3VecEnv(n_envs, **env_kwargs)
     elif kind == "dummy":
         venv = DummyVecEnv([_env_factory(env_kwargs, version) for _ in range(n_envs)])

@@ -1,0 +1,129 @@
+"""Exact labels without the tree search, and the rules that read them (issue 18, steps 3-5).
+
+Step 2's expert iteration harvested its positions from the simulator search's tree: exact and
+rich, but slow (about 33 programs in 30 minutes), and the network learned the programs it saw.
+A **labelled game** (:func:`label_game`) costs about as much as one search move: it plays
+XLA-like's game on a program and, at about ``train.label_positions`` positions of it drawn at
+random, scores every legal move exactly by finishing the game with XLA-like after it (the
+rollout algorithm's step, :class:`mallocgym.agents.search.CompletionScorer`). Those scores are
+the version-2 targets of the position (:func:`label_targets`):
+
+- **advantage** ``a(m) = residual_scale x (T_xla - T(m)) / T_xla`` for every legal move ``m``,
+  ``T(m)`` its exact completion, ``T_xla`` XLA-like's (0 for XLA-like's own move): exact, as
+  in step 2 (there the expansion computed the same numbers);
+- **residual** ``max(0, max_m a(m))``: the best completion one step below the position (the
+  search's best-value backup with a search of depth one);
+- **policy** ``softmax(a / label_temperature)`` over the legal moves.
+
+With probability ``train.label_explore`` the game continues from a labelled position with its
+best-scoring move instead of XLA-like's, so that positions after a departure (those the policy
+and the search reach) are labelled too.
+
+The rules that use the network's advantage head:
+
+- :func:`predicted_gain`: the best predicted advantage of a legal move over XLA-like's move;
+- :func:`policy_move`: the policy alone (step 5): leave XLA-like's move only where that gain
+  exceeds a margin (one network call per decision with a choice). With exact advantages and
+  margin 0 this is the rollout algorithm, which is never worse than XLA-like (Bertsekas'
+  cost-improvement property of rollout over a sequentially consistent base heuristic);
+- the simulator search's gate (step 4, ``simulator.gate``): search a position only where the
+  predicted gain exceeds the gate (:class:`~.simsearch.SimulatorSearch`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import sim
+from ...heuristics import complete
+from ...scenarios import Scenario
+from ..search import CompletionScorer
+from .config import MuZeroConfig
+from .mcts import effective_legal, xla_move
+from .networks import OBS_KEYS, stack_obs
+from .simsearch import ExpertRecord, expert_targets
+
+__all__ = ["label_targets", "label_game", "predicted_gain", "policy_move"]
+
+
+def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float,
+                  temperature: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Version-2 targets ``(legal bool[A], policy float32[A], residual, advantage float32[A])``
+    of a position from every move's exact completion time ``times[a]`` (seconds; only the
+    ``legal`` entries are read). XLA-like's move is :func:`~.mcts.xla_move` of ``legal``. See
+    the module docstring for the formulas."""
+    legal = np.asarray(legal, bool)
+    times = np.asarray(times, np.float64)
+    if legal.sum() < 1:
+        raise ValueError("a labelled position needs at least one legal move")
+    actions = np.flatnonzero(legal)
+    child = times[actions]
+    if not np.all(np.isfinite(child) & (child > 0)):
+        raise ValueError(f"every legal move needs a finite completion time > 0, got {child.tolist()}")
+    base = xla_move(legal)
+    final = float(times[base])
+    advantage = residual_scale * (final - child) / final
+    z = advantage / temperature
+    pi = np.exp(z - z.max())
+    pi /= pi.sum()
+    return expert_targets(num_actions=len(legal), actions=actions, base=base, final=final,
+                          best=min(final, float(child.min())), child_finals=child, policy=pi,
+                          residual_scale=residual_scale)
+
+
+def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator,
+               ) -> tuple[list[ExpertRecord], float, float]:
+    """One labelled game (module docstring): ``(records, return, XLA-like's return)``, returns
+    normalised (``1 - time / all-slow time``). Draws the env seed, the positions labelled and
+    the exploring moves from ``rng``."""
+    from .agent import make_env
+
+    t = config.train
+    env = make_env(scenario, config).unwrapped
+    obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    st = env.static
+    slow = float(st.params[sim.TIME_ALL_SLOW])
+    xla_time = float(complete(st, sim.copy_state(env.sim_state), sim.new_state(st)))
+    scorer = CompletionScorer(st, env.k)
+    p = min(1.0, t.label_positions / max(int(st.size.shape[0]), 1))
+    records: list[ExpertRecord] = []
+    done = False
+    info: dict = {}
+    while not done:
+        legal = effective_legal(stack_obs([obs]), prune_no_benefit=config.search.prune_no_benefit)[0]
+        action = xla_move(legal)
+        if legal.sum() >= 2 and rng.random() < p:
+            times, _ = scorer(env.sim_state)
+            targets = label_targets(np.where(legal, times, np.inf), legal,
+                                    residual_scale=config.network.residual_scale,
+                                    temperature=t.label_temperature)
+            records.append(ExpertRecord({key: np.array(obs[key]) for key in OBS_KEYS}, *targets))
+            if rng.random() < t.label_explore:
+                # the best-scoring move, XLA-like's on ties
+                scored = np.where(legal, times, np.inf)
+                if scored.min() < scored[action]:
+                    action = int(np.argmin(scored))
+        obs, _, done, _, info = env.step(action)
+    return records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow
+
+
+def predicted_gain(advantage: np.ndarray, legal: np.ndarray) -> tuple[float, int]:
+    """``(gain, move)``: the legal move other than XLA-like's with the highest predicted
+    advantage, and its advantage minus XLA-like's move's (``-inf`` and XLA-like's move when it
+    is the only legal one)."""
+    legal = np.asarray(legal, bool)
+    base = xla_move(legal)
+    others = legal.copy()
+    others[base] = False
+    if not others.any():
+        return -np.inf, base
+    adv = np.where(others, np.asarray(advantage, np.float64), -np.inf)
+    move = int(np.argmax(adv))
+    return float(adv[move] - advantage[base]), move
+
+
+def policy_move(advantage: np.ndarray, legal: np.ndarray, margin: float) -> int:
+    """The policy's move (step 5): the move of :func:`predicted_gain` when its gain exceeds
+    ``margin``, else XLA-like's move."""
+    gain, move = predicted_gain(advantage, legal)
+    return move if gain > margin else xla_move(legal)
