@@ -66,3 +66,18 @@ def trap():
                   [(0, 100, True), (0, 100, False), (1, 100, False), (1, 100, False)]],
     )
     return workload, Hardware(peak_flops=1e12, slow_bw=1000.0, fast_bw=10000.0, fast_capacity=200)
+
+
+def small_random_workload(seed: int, n: int, prefix: str = "r", min_span: int = 0):
+    """A random ``n``-buffer workload for the SB3 tests: live ranges of ``min_span`` to
+    ``min_span + 4`` ops after a random start, sizes 64-512 bytes, ops with 0, 1e3 or 5e6 flops."""
+    import numpy as np
+
+    from mallocgym import Workload
+
+    rng = np.random.default_rng(seed)
+    start = rng.integers(0, n, size=n)
+    end = np.minimum(start + rng.integers(min_span, min_span + 5, size=n), n - 1)
+    size = rng.integers(1, 9, size=n) * 64
+    return Workload.from_buffers(f"{prefix}{seed}", rng.choice([0.0, 1e3, 5e6], size=n).tolist(), size.tolist(),
+                                 start.tolist(), end.tolist())

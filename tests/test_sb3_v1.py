@@ -7,6 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import small_random_workload  # noqa: E402
+
 from mallocgym import Hardware, Workload  # noqa: E402
 from mallocgym.agents import make_agent  # noqa: E402
 from mallocgym.agents.sb3 import checkpoint, config as cfg  # noqa: E402
@@ -22,12 +24,7 @@ torch.set_num_threads(1)
 
 
 def _workload(seed: int, n: int) -> Workload:
-    rng = np.random.default_rng(seed)
-    start = rng.integers(0, n, size=n)
-    end = np.minimum(start + rng.integers(1, 6, size=n), n - 1)
-    size = rng.integers(1, 9, size=n) * 64
-    return Workload.from_buffers(f"v1r{seed}", rng.choice([0.0, 1e3, 5e6], size=n).tolist(), size.tolist(),
-                                 start.tolist(), end.tolist())
+    return small_random_workload(seed, n, "v1r", min_span=1)
 
 
 HW = Hardware(peak_flops=1e12, slow_bw=1e9, fast_bw=1e10, fast_capacity=2048)
