@@ -42,7 +42,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from . import ALIGNMENT, CAPACITY, TIME, Static, marginal_benefit
+from . import ALIGNMENT, CAPACITY, TIME, Static, copy_into, marginal_benefit
 from . import place as sim_place
 
 __all__ = ["Canon", "new_canon", "copy_canon", "canon_copy_into", "ranks", "candidates", "place",
@@ -78,15 +78,7 @@ def ranks(st: Static) -> np.ndarray:
 @njit(cache=True)
 def canon_copy_into(src_state, src_cs, dst_state, dst_cs):
     """Overwrite ``(dst_state, dst_cs)`` with ``(src_state, src_cs)`` without allocating."""
-    dst_state.offsets[:] = src_state.offsets
-    dst_state.slow_bytes[:] = src_state.slow_bytes
-    dst_state.fast_bytes[:] = src_state.fast_bytes
-    dst_state.op_time[:] = src_state.op_time
-    dst_state.bucket_len[:] = src_state.bucket_len
-    dst_state.bucket_off[:] = src_state.bucket_off
-    dst_state.bucket_buf[:] = src_state.bucket_buf
-    dst_state.counters[:] = src_state.counters
-    dst_state.totals[:] = src_state.totals
+    copy_into(src_state, dst_state)
     dst_cs.low[:] = src_cs.low
     dst_cs.undecided[:] = src_cs.undecided
     dst_cs.scal[:] = src_cs.scal
