@@ -284,17 +284,11 @@ class LearnerWorker:
 
 def _games_summary(games: list) -> dict:
     """Return statistics of recent games (the keys of a local log line)."""
-    out: dict = {}
+    from .train import game_stats
+
     played = [g for g in games if not getattr(g, "teacher", False) and not getattr(g, "heldout", False)]
     taught = [g for g in games if getattr(g, "teacher", False)]
-    if played:
-        out["return_mean"] = float(np.mean([g.ret for g in played]))
-        out["xla_return_mean"] = float(np.mean([g.xla_return for g in played]))
-        out["beats_xla_fraction"] = float(np.mean([g.ret > g.xla_return + 1e-12 for g in played]))
-    if taught:
-        out["teacher_games"] = len(taught)
-        out["teacher_beats_xla_fraction"] = float(np.mean([g.ret > g.xla_return + 1e-12 for g in taught]))
-    return out
+    return game_stats(played, taught)
 
 
 def _get(ray, ref):

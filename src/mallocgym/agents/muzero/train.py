@@ -328,10 +328,10 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     return summary
 
 
-def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:
-    out = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size}
-    played = [e for e in recent if not e.teacher]   # games of the search over the learned model
-    taught = [e for e in recent if e.teacher]
+def game_stats(played, taught) -> dict:
+    """The log line's game statistics: mean returns of the ``played`` games (the search's own)
+    and how often they and the ``taught`` ones (the teacher's) beat XLA-like."""
+    out: dict = {}
     if played:
         out["return_mean"] = float(np.mean([e.ret for e in played]))
         out["xla_return_mean"] = float(np.mean([e.xla_return for e in played]))
@@ -339,6 +339,13 @@ def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: lis
     if taught:
         out["teacher_games"] = len(taught)
         out["teacher_beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in taught]))
+    return out
+
+
+def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:
+    out = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size}
+    out.update(game_stats([e for e in recent if not e.teacher],   # games of the search over the learned model
+                          [e for e in recent if e.teacher]))
     if losses:
         out["losses"] = {k: float(np.mean([d[k] for d in losses])) for k in losses[0]}
     return out
