@@ -222,6 +222,15 @@ def test_plot_of_a_muzero_run_draws_return_against_xla_and_losses(capsys, tmp_pa
     assert png_size(out)[0] == plot.WIDTH_PX
 
 
+def test_plot_reads_the_log_of_a_weights_only_export(tmp_path):
+    """baselines/muzero/*/ hold train-log.jsonl next to checkpoint.pt: plot reads it as log.jsonl."""
+    run = _muzero_log(tmp_path / "mz")
+    (run / "log.jsonl").rename(run / "train-log.jsonl")
+    exported = plot.read_run(run)
+    assert exported.kind == "muzero" and list(exported.progress["steps"]) == [100, 200, 300, 400, 400]
+    assert list(exported.progress["loss/value"][:2]) == [2.0, 1.0]
+
+
 def test_plot_of_a_real_muzero_run_written_by_the_trainer_with_quiet(capsys, tmp_path):
     """`train muzero --quiet` (a tiny run): no bar on stderr; `plot` reads the log it wrote."""
     pytest.importorskip("torch")
@@ -244,7 +253,8 @@ def test_plot_of_a_real_muzero_run_written_by_the_trainer_with_quiet(capsys, tmp
 
 @pytest.mark.parametrize("make, message", [
     (lambda p: p / "missing", "no such folder"),
-    (lambda p: p, "not a training run: it has neither logs/progress.csv (mallocgym train sb3) nor log.jsonl"),
+    (lambda p: p, "not a training run: it has neither logs/progress.csv (mallocgym train sb3) nor log.jsonl "
+     "(mallocgym train muzero; train-log.jsonl in an export)"),
     (lambda p: (p / "f.txt").write_text("x") and p / "f.txt", "is a file; give the run folder"),
     (lambda p: (p / "log.jsonl").write_text("{oops\n") and p, "line 1 is not JSON"),
     (lambda p: (p / "log.jsonl").write_text('{"event": "start"}\n') and p, "no progress lines yet"),

@@ -326,6 +326,8 @@ SB3_PROGRESS = Path("logs") / "progress.csv"
 SB3_EVAL = Path("logs") / "eval.csv"
 SB3_EVAL_SCENARIOS = Path("logs") / "eval_scenarios.csv"
 MUZERO_LOG = Path("log.jsonl")
+# the same log in a weights-only export of a run (baselines/muzero/*/: checkpoint.pt, train-log.jsonl)
+MUZERO_EXPORTED_LOG = Path("train-log.jsonl")
 # losses drawn on a log scale when every value is positive (PPO's value loss, DQN's loss); PPO's
 # policy-gradient and total losses hover around zero and are left out; its entropy gets a panel
 SB3_LOSSES = ("train/value_loss", "train/loss")
@@ -419,8 +421,7 @@ def _read_sb3(run: Path) -> TrainingRun:
     return TrainingRun(run, "sb3", progress, evals, groups, losses, meta)
 
 
-def _read_muzero(run: Path) -> TrainingRun:
-    path = run / MUZERO_LOG
+def _read_muzero(run: Path, path: Path) -> TrainingRun:
     records, starts, end = [], [], None
     try:
         lines = path.read_text().splitlines()
@@ -462,7 +463,8 @@ def _read_muzero(run: Path) -> TrainingRun:
 
 def read_run(run_dir) -> TrainingRun:
     """Read a run folder of ``mallocgym train sb3`` (``logs/progress.csv`` and/or
-    ``logs/eval.csv``) or ``mallocgym train muzero`` (``log.jsonl``). A folder that is neither,
+    ``logs/eval.csv``) or ``mallocgym train muzero`` (``log.jsonl``, or ``train-log.jsonl`` in a
+    weights-only export such as ``baselines/muzero/labels``). A folder that is neither,
     or whose logs hold no rows yet, is a :class:`NotARunError` (a ``ValueError``) naming it."""
     run = Path(run_dir)
     if not run.exists():
@@ -471,10 +473,11 @@ def read_run(run_dir) -> TrainingRun:
         raise NotARunError(f"{run}: is a file; give the run folder (--out of mallocgym train)")
     if (run / SB3_PROGRESS).is_file() or (run / SB3_EVAL).is_file():
         return _read_sb3(run)
-    if (run / MUZERO_LOG).is_file():
-        return _read_muzero(run)
+    for log in (MUZERO_LOG, MUZERO_EXPORTED_LOG):
+        if (run / log).is_file():
+            return _read_muzero(run, run / log)
     raise NotARunError(f"{run}: not a training run: it has neither {SB3_PROGRESS.as_posix()} (mallocgym train sb3) "
-                       f"nor {MUZERO_LOG.as_posix()} (mallocgym train muzero)")
+                       f"nor {MUZERO_LOG.as_posix()} (mallocgym train muzero; {MUZERO_EXPORTED_LOG.as_posix()} in an export)")
 
 
 _GENERATED = re.compile(r"^gen-(?P<preset>[a-z]+)-.*-s(?P<seed>\d+)@(?P<num>\d+)/(?P<den>\d+)$")
