@@ -118,9 +118,12 @@ def training_budgets(root: Path = HERE) -> list[str]:
         if not end:
             raise ValueError(f"{log}: no 'end' event (the run did not finish)")
         e, folder = end[-1], log.parent.relative_to(root).as_posix()
+        # a labelled-games run (train.label_fraction = 1) counts one actor step per game
+        played = (f"{e['episodes']:,} labelled games ({e['positions']:,} labelled positions to the replay)"
+                  if "positions" in e and e["env_steps"] == e["episodes"]
+                  else f"{e['env_steps']:,} moves in {e['episodes']:,} games")
         lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training, "
-                     f"{e['env_steps']:,} moves in {e['episodes']:,} games, {e['train_steps']:,} updates "
-                     f"(`{folder}/train-log.jsonl`)")
+                     f"{played}, {e['train_steps']:,} updates (`{folder}/train-log.jsonl`)")
     for record in sorted(root.glob("**/train.json")):
         trained = json.loads(record.read_text(encoding="utf-8")).get("trained")
         if not trained:

@@ -163,6 +163,62 @@ def test_prior_zeroed_with_exact_values_never_calls_the_network(trap_scenario):
 
 
 # ------------------------------------------------------------------ the wall budget
+def test_pace_allowance_is_the_time_left_over_the_searched_moves_expected():
+    """Hand-worked: 6 s left (clock 4, deadline 10), 2 of the 4 moves so far searched, 43
+    buffers still to place: 43 x 2 / 4 = 21.5 searched moves expected, 6 / 21.5 s each."""
+    scenario = mlp_scenario(4, fraction=HALF)
+    clock = FakeClock()
+    config = SMALL.with_overrides(["simulator.pace=true"])
+    _, search = new_search(scenario, config, deadline=10.0, clock=clock)
+    assert search.n == 43 and int(search.root.state.counters[sim.STEP]) == 0
+    clock.now = 4.0
+    search.moves_made, search.searched_moves = 4, 2
+    assert search.allowance() == pytest.approx(6.0 / 21.5)
+    search.moves_made, search.searched_moves = 1, 0   # nothing searched yet: at least one move expected
+    assert search.allowance() == pytest.approx(6.0)
+    clock.now = 11.0                                 # past the deadline: no time
+    assert search.allowance() == 0.0
+
+
+@pytest.mark.parametrize("budget", [1.0, 2.0])
+def test_pace_spends_the_budget_that_fixed_simulations_leave(budget, monkeypatch):
+    """Each expansion takes 0.01 fake s. One simulation per move ends the game well inside the
+    budget; with pace the same search runs more simulations, uses the budget to within the
+    share of one move plus one expansion, and still returns a mapping no worse than XLA-like's."""
+    scenario = mlp_scenario(4, fraction=HALF)
+    step = 0.01
+    clock = FakeClock()
+    tick_per_expansion(monkeypatch, clock, step)
+    fixed = MuZeroAgent(fresh_net(scenario), ZERO_PRIOR, mode="simulator", num_simulations=1, budget_s=budget,
+                        clock=clock).solve(scenario)
+    fixed_time = clock.now
+    assert fixed_time < budget / 2 and fixed.info["budget_exhausted"] is False
+    clock.now = 0.0
+    paced_config = ZERO_PRIOR.with_overrides(["simulator.pace=true"])
+    paced = MuZeroAgent(fresh_net(scenario), paced_config, mode="simulator", num_simulations=1, budget_s=budget,
+                        clock=clock).solve(scenario)
+    assert paced.info["expansions"] > fixed.info["expansions"]
+    assert paced.info["simulations_run"] > paced.info["searched_moves"]   # more than one per searched move
+    assert budget / 2 < clock.now <= budget + step + 1e-9
+    xla = evaluate(scenario.workload, xla_like(scenario), scenario.hardware).time
+    assert evaluate(scenario.workload, paced.offsets, scenario.hardware).time <= xla * (1 + 1e-12)
+
+
+def test_pace_needs_a_budget_and_takes_0_or_1():
+    scenario = mlp_scenario(4, fraction=HALF)
+    paced = SMALL.with_overrides(["simulator.pace=true"])
+    with pytest.raises(ValueError, match="simulator.pace spends a wall budget"):
+        new_search(scenario, paced)
+    with pytest.raises(ValueError, match="simulator.pace spends a wall budget"):
+        MuZeroAgent(fresh_net(scenario), paced, mode="simulator").solve(scenario)
+    with pytest.raises(ValueError, match="pace must be 0 or 1, got '2'"):
+        agent_module._parse("muzero-sim", "DIR,pace=2")
+    with pytest.raises(ValueError, match="applies to muzero-sim only"):
+        agent_module._parse("muzero-pol", "DIR,pace=1")
+    assert agent_module._parse("muzero-sim", "DIR,pace=1")[2] == ["simulator.pace=true"]
+    assert agent_module._parse("muzero-sim", "DIR,pace=0")[2] == ["simulator.pace=false"]
+
+
 @pytest.mark.parametrize("budget", [0.05, 0.125])
 def test_simulator_budget_stops_within_one_expansion(budget, monkeypatch):
     scenario = mlp_scenario(4, fraction=HALF)

@@ -313,6 +313,14 @@ def test_make_readme_lists_training_budgets(tmp_path):
     assert lines[0].endswith("30 minutes of wall-clock training, 12,345 moves in 67 games, 890 updates "
                              "(`mz/train-log.jsonl`)")
     assert "10 minutes of wall-clock training, 1,000 env steps" in lines[1]
+    labelled = {"event": "end", "elapsed_s": 1500.0, "env_steps": 40, "episodes": 40, "positions": 1900,
+                "train_steps": 77}   # a labelled-games run: one actor step per game
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "train-log.jsonl").write_text(json.dumps(labelled) + "\n")
+    assert ("25 minutes of wall-clock training, 40 labelled games (1,900 labelled positions to the replay), "
+            "77 updates (`lab/train-log.jsonl`)") in mr.training_budgets(tmp_path)[0]
+    (tmp_path / "lab" / "train-log.jsonl").unlink()
+    (tmp_path / "lab").rmdir()
     text, docs = mr.render([], {}, lines)
     assert "## Training budgets" in text and "[`mz`](mz/)" in text and "[`mz`](../baselines/mz/)" in docs
     (tmp_path / "mz" / "train-log.jsonl").write_text(json.dumps(log[0]) + "\n")

@@ -21,6 +21,12 @@ decision).
     python baselines/muzero/equal_time.py table --set test --policy muzero-pol:DIR,margin=M \\
         --search muzero-sim:DIR,sims=32,gate=G --sims 8,16,32 --out FILE.json
     python baselines/muzero/equal_time.py margins --set validation --checkpoint DIR --margins 0,1,2 --out FILE.json
+
+``--env v1`` (issue 18 step 7): the same sets on MallocGame-v1 with a v1 checkpoint; the base is
+``xla-msa:in_env=1`` (xla-msa's in-env policy, which the v1 agent's labels are taken over) in
+place of XLA-like, ``xla-msa`` (MSA's own plan) is reported beside it (``msa_plan``), and
+``mcts:simulations=N`` is the registry's ``mcts`` on v1 (xla-msa completions). A table
+without ``--search`` times ``mcts`` and the policy only.
 """
 
 from __future__ import annotations
@@ -61,12 +67,21 @@ def warm_up_program():
     return WorkloadGenerator(preset("small")).scenario(1, Fraction(1, 2))
 
 
-def run(agent, scenario) -> tuple[float, float]:
-    """``(speedup, wall seconds)`` of one solve."""
+def run(agent, scenario, env: str = "v0") -> tuple[float, float]:
+    """``(speedup, wall seconds)`` of one solve on MallocGame ``env``."""
     start = time.perf_counter()
-    solution = agent.solve(scenario)
+    solution = agent.solve_v1(scenario) if env == "v1" else agent.solve(scenario)
     wall = time.perf_counter() - start
+    if env == "v1":
+        from mallocgym.evaluate_v1 import evaluate_v1
+
+        return evaluate_v1(scenario.workload, solution.mapping, scenario.hardware).speedup, wall
     return evaluate(scenario.workload, solution.offsets, scenario.hardware).speedup, wall
+
+
+def base_agent(env: str):
+    """The base the agent's labels are taken over: XLA-like (v0) or xla-msa's in-env policy (v1)."""
+    return make_agent("xla" if env == "v0" else "xla-msa:in_env=1")
 
 
 def geomean(values) -> float:
@@ -85,33 +100,42 @@ def compare(mine: list[float], other: list[float]) -> dict:
 
 def table(args) -> dict:
     scenarios = programs(args.set)[::args.every]
-    sims = [int(n) for n in args.sims.split(",")]
-    xla = make_agent("xla")
+    sims = [int(n) for n in args.sims.split(",") if n]  # --sims "": no mcts
+    env = args.env
+    xla = base_agent(env)
+    plan = make_agent("xla-msa") if env == "v1" else None
     policy = make_agent(args.policy) if args.policy else None
     searches = {spec: make_agent(spec) for spec in args.search}
     mcts = {n: make_agent(f"mcts:simulations={n}") for n in sims}
     warm = warm_up_program()
-    for agent in [xla, policy, *searches.values(), *mcts.values()]:
+    for agent in [xla, plan, policy, *searches.values(), *mcts.values()]:
         if agent is not None:
-            agent.solve(warm)
+            agent.solve_v1(warm) if env == "v1" else agent.solve(warm)
     rows = []
     for scenario in scenarios:
         row = {"scenario": scenario.name, "buffers": int(scenario.workload.size.shape[0])}
-        row["xla"], _ = run(xla, scenario)
+        row["xla"], row["xla_wall_s"] = run(xla, scenario, env)
+        if plan is not None:
+            row["msa_plan"], _ = run(plan, scenario, env)
         if policy is not None:
-            row["policy"], row["policy_wall_s"] = run(policy, scenario)
+            row["policy"], row["policy_wall_s"] = run(policy, scenario, env)
         for n in sims:
-            row[f"mcts{n}"], wall = run(mcts[n], scenario)
+            row[f"mcts{n}"], wall = run(mcts[n], scenario, env)
             row[f"mcts{n}_wall_s"] = wall
             for spec, search in searches.items():
                 search.set_budget(wall)
-                row[f"{spec}@{n}"], row[f"{spec}@{n}_wall_s"] = run(search, scenario)
+                row[f"{spec}@{n}"], row[f"{spec}@{n}_wall_s"] = run(search, scenario, env)
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     summary = {"xla_geomean": geomean(r["xla"] for r in rows)}
     if policy is not None:
         summary["policy_vs_xla"] = compare([r["policy"] for r in rows], [r["xla"] for r in rows])
         summary["policy_wall_s"] = sum(r["policy_wall_s"] for r in rows)
+        if plan is not None:
+            summary["policy_vs_msa_plan"] = compare([r["policy"] for r in rows], [r["msa_plan"] for r in rows])
+            summary["xla_wall_s"] = sum(r["xla_wall_s"] for r in rows)
+        for n in sims:
+            summary[f"policy_vs_mcts{n}"] = compare([r["policy"] for r in rows], [r[f"mcts{n}"] for r in rows])
     for n in sims:
         summary[f"mcts{n}_wall_s"] = sum(r[f"mcts{n}_wall_s"] for r in rows)
         summary[f"mcts{n}_vs_xla"] = compare([r[f"mcts{n}"] for r in rows], [r["xla"] for r in rows])
@@ -120,23 +144,25 @@ def table(args) -> dict:
             summary[f"{key} vs mcts{n}"] = compare([r[key] for r in rows], [r[f"mcts{n}"] for r in rows])
             summary[f"{key}_wall_s"] = sum(r[f"{key}_wall_s"] for r in rows)
             summary[f"{key} vs xla"] = compare([r[key] for r in rows], [r["xla"] for r in rows])
-    return {"set": args.set, "every": args.every, "policy": args.policy, "search": args.search, "sims": sims,
+    return {"set": args.set, "env": env, "every": args.every, "policy": args.policy, "search": args.search, "sims": sims,
             "rows": rows, "summary": summary}
 
 
 def margins(args) -> dict:
     scenarios = programs(args.set)
     values = [float(m) for m in args.margins.split(",")]
-    xla = make_agent("xla")
-    base = [run(xla, s)[0] for s in scenarios]
+    base = [run(base_agent(args.env), s, args.env)[0] for s in scenarios]
+    plan = [run(make_agent("xla-msa"), s, args.env)[0] for s in scenarios] if args.env == "v1" else None
     out = {}
     for m in values:
         agent = make_agent(f"muzero-pol:{args.checkpoint},margin={m:g}")
-        sp = [run(agent, s)[0] for s in scenarios]
+        sp = [run(agent, s, args.env)[0] for s in scenarios]
         out[f"{m:g}"] = compare(sp, base)
+        if plan is not None:
+            out[f"{m:g}"]["vs_msa_plan"] = compare(sp, plan)
         print(f"margin={m:g}", json.dumps({k: round(v, 4) if isinstance(v, float) else v
                                            for k, v in out[f"{m:g}"].items()}), flush=True)
-    return {"set": args.set, "checkpoint": args.checkpoint, "margins": out}
+    return {"set": args.set, "env": args.env, "checkpoint": args.checkpoint, "margins": out}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--margins", default="0,0.5,1,2,4", help="margins: the policy margins to try")
     p.add_argument("--every", type=int, default=1, help="table: every N-th program of the set only")
     p.add_argument("--out", help="write the results (JSON) here")
+    p.add_argument("--env", choices=["v0", "v1"], default="v0", help="the game (module docstring; default v0)")
     args = p.parse_args(argv)
     if args.every < 1:
         raise SystemExit(f"--every must be >= 1, got {args.every}")
-    if args.mode == "table" and not args.search:
-        raise SystemExit("table needs --search SPEC")
+    if args.mode == "table" and not args.search and not (args.env == "v1" and args.policy):
+        raise SystemExit("table needs --search SPEC (on v1: or --policy SPEC)")
     if args.mode == "margins" and not args.checkpoint:
         raise SystemExit("margins needs --checkpoint DIR")
     torch.set_num_threads(1)

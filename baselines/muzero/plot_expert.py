@@ -1,7 +1,9 @@
 """Curves of a ``network.version = 2`` training log (expert iteration): the residual error on
 replay and held-out positions side by side, the loss parts, and the games' return
 against XLA-like's (the search's best completion on each game's program, or for a labelled
-game, ``train.label_fraction``, the game played, its exploring moves included).
+game, ``train.label_fraction``, the game played, its exploring moves included); for a run with
+``train.dynamics_weight > 0`` (issue 18, step 6) a fourth panel: the dynamics loss's reward
+error and advantage error along the unroll on train and held-out trajectories, and its value part.
 
     python baselines/muzero/plot_expert.py baselines/muzero/expert/train-log.jsonl --png FILE.png
 """
@@ -31,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         raise SystemExit(f"{args.log}: no progress lines")
     minutes = [r["elapsed_s"] / 60 for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    dynamics = [(m, r) for m, r in zip(minutes, rows) if "train_dynamics" in r]
+    fig, axes = plt.subplots(1, 4 if dynamics else 3, figsize=(20 if dynamics else 15, 4))
     held = [(m, r) for m, r in zip(minutes, rows) if "heldout_residual_error" in r]
     ax = axes[0]
     if held:
@@ -52,6 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     ax.plot([m for m, _ in pts], [r["xla_return_mean"] for _, r in pts], label="XLA-like", linestyle="--")
     ax.set(title="self-play games (last 50): normalised return", xlabel="minutes")
     ax.legend()
+    if dynamics:
+        ax = axes[3]
+        for name, style in (("train", "-"), ("heldout", "--")):
+            ms = [m for m, _ in dynamics]
+            ax.plot(ms, [r[f"{name}_dynamics"]["dyn_reward_mae"] for _, r in dynamics], style, color="C0",
+                    label=f"reward MAE ({name}; % of all-slow time)")
+            ax.plot(ms, [r[f"{name}_dynamics"]["dyn_advantage_mae"] for _, r in dynamics], style, color="C1",
+                    label=f"advantage MAE ({name}; 0.25 % units)")
+            ax.plot(ms, [r[f"{name}_dynamics"]["dyn_value"] for _, r in dynamics], style, color="C2",
+                    label=f"value CE per step ({name})")
+        ax.set(title="learned dynamics, unrolled steps (256 positions each)", xlabel="minutes")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     with atomic_write(args.png, "wb") as handle:
         fig.savefig(handle, format="png", dpi=80)

@@ -18,10 +18,21 @@ commas:
   expert iteration on the program being solved, :mod:`.finetune`).
 
 ``muzero-sim:DIR,gate=G`` (``simulator.gate``, version 2; issue 18 step 4) searches only where
-the predicted gain exceeds G. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
+the predicted gain exceeds G. ``muzero-sim:DIR,pace=1`` (``simulator.pace``) spends its wall
+budget (``budget_s=S`` or the harness's) instead of stopping at ``sims`` per move; without a
+budget it is an error. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
 alone: one network call per decision with a choice, XLA-like's move unless the advantage head
 predicts a move better by more than ``margin=X`` (``simulator.policy_margin``;
 :func:`.labels.policy_move`); it takes ``budget_s=S`` too.
+
+``muzero:DIR`` on a version-2 checkpoint (issue 18 step 6) needs one whose dynamics were trained
+(``train.dynamics_weight > 0`` in its config; others are refused); ``frame=return|advantage``
+(``search.frame``) picks what its search adds up: MuZero's predicted rewards and values, or the
+advantage and residual heads (:class:`.expert.AdvantageModel`).
+
+A checkpoint trained on MallocGame-v1 (``train muzero --env v1``, issue 18 step 7) plays v1
+only (``solve_v1``; :mod:`.v1`): ``muzero-pol:DIR,margin=X`` with xla-msa's in-env move as the
+base, and ``muzero-sim:DIR,gate=G``, a one-step exact search where the predicted gain exceeds G.
 
 An option given to the mode it does not apply to is an error, as is an unknown option or an
 unreadable value.
@@ -40,7 +51,7 @@ import torch
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import ENSEMBLE_RULES, MuZeroConfig
+from .config import ENSEMBLE_RULES, FRAMES, MuZeroConfig
 from .labels import policy_move
 from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
@@ -52,8 +63,10 @@ MODES = ("learned", "simulator", "policy")
 
 
 def make_env(scenario, config: MuZeroConfig):
-    """A MallocGame env for ``scenario`` as the agent sees it (its ``EnvConfig``)."""
-    return gym.make("MallocGame-v0", workload=scenario, **config.env.make_kwargs())
+    """A MallocGame env for ``scenario`` as the agent sees it (its ``EnvConfig``; ``env.game``
+    picks MallocGame-v0 or -v1)."""
+    game = "MallocGame-v1" if config.env.game == "v1" else "MallocGame-v0"
+    return gym.make(game, workload=scenario, **config.env.make_kwargs())
 
 
 class MuZeroAgent:
@@ -81,12 +94,25 @@ class MuZeroAgent:
         if mode == "policy" and config.network.version < 2:
             raise ValueError("the policy agent (muzero-pol) reads a version-2 network's advantage head "
                              "(network.version = 2)")
-        if mode == "learned" and config.network.version >= 2:
+        # the game the network was trained on (MallocGame-v1: the policy alone, .v1); the harness
+        # reads plays_v0 / plays_v1 before anything runs
+        self.game = nets[0].spec.game
+        self.plays_v0, self.plays_v1 = self.game == "v0", self.game == "v1"
+        if self.game == "v1":
+            from .v1 import check_v1_agent
+
+            check_v1_agent(mode, config, num_simulations)
+        if mode == "learned" and config.network.version >= 2 and config.train.dynamics_weight == 0:
             raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
-                             "(its learned dynamics are untrained): play it with muzero-sim:DIR")
+                             "(its learned dynamics are untrained, train.dynamics_weight = 0): play it with "
+                             "muzero-sim:DIR or muzero-pol:DIR")
         torch.set_num_threads(1)
         self.nets = [n.eval() for n in nets]
         self.models = [NetworkModel(n) for n in self.nets]
+        if mode == "learned" and config.search.frame == "advantage":   # version 2, dynamics trained
+            from .expert import AdvantageModel
+
+            self.models = [AdvantageModel(n) for n in self.nets]
         self.net, self.model = self.nets[0], self.models[0]
         self.config = config
         self.mode = mode
@@ -157,7 +183,27 @@ class MuZeroAgent:
             return info, {"searched_moves": search.searched_moves, "search": search}
         return info, {"searched_moves": searched, "budget_exhausted": out_of_time}
 
+    def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        """One MallocGame-v1 game (a checkpoint trained on v1 only): :func:`.v1.play_v1`."""
+        if self.game != "v1":
+            raise ValueError(f"agent {self.name!r} was trained on MallocGame-{self.game} and plays it only "
+                             f"(use --env {self.game})")
+        from .v1 import network_advantage, play_v1
+
+        start = self.clock()
+        deadline = None if self.budget_s is None else start + self.budget_s
+        sim = self.config.simulator
+        gate = sim.gate if self.mode == "simulator" else None
+        solution = play_v1(scenario, self.config, network_advantage(self.model), margin=sim.policy_margin,
+                           gate=gate, spec=self.net.spec, seed=seed, deadline=deadline, clock=self.clock)
+        if self.budget_s is not None:
+            solution.info["budget_s"] = self.budget_s
+        return solution
+
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        if self.game != "v0":
+            raise ValueError(f"agent {self.name!r} was trained on MallocGame-{self.game} and plays it only "
+                             f"(use --env {self.game})")
         start = self.clock()
         game = self.moves(scenario, seed=seed, start=start)
         try:
@@ -192,17 +238,19 @@ _OPTIONS = {
     "span": ("search.min_q_span", ("muzero",)),
     "keep": ("search.departure_margin", ("muzero",)),
     "ens": ("search.ensemble", ("muzero",)),
+    "frame": ("search.frame", ("muzero",)),               # version 2 with trained dynamics (step 6)
     "mix": ("simulator.value_mix", ("muzero-sim",)),
     "lead": ("simulator.max_logit_lead", ("muzero-sim",)),
     "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
     "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
+    "pace": ("simulator.pace", ("muzero-sim",)),            # 1: spend the wall budget (needs one)
     "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
     "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
 }
 _KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
           "(muzero-sim)")
 
-_KNOWN += "; gate=G (muzero-sim); margin=X, budget_s=S (muzero-pol)"
+_KNOWN += "; gate=G, pace=0|1 (muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)"
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -222,6 +270,17 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             if not (value.isdigit() and int(value) >= 1):
                 raise ValueError(f"agent {kind}:{arg}: sims must be an integer >= 1, got {value!r}")
             parsed["num_simulations"] = int(value)
+            continue
+        if key == "frame":
+            if value not in FRAMES:
+                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (frame is one of "
+                                 f"{'|'.join(FRAMES)})")
+            overrides.append(f"{field}={value}")
+            continue
+        if key == "pace":
+            if value not in ("0", "1"):
+                raise ValueError(f"agent {kind}:{arg}: pace must be 0 or 1, got {value!r}")
+            overrides.append(f"{field}={'true' if value == '1' else 'false'}")
             continue
         if key == "ens":
             if value not in ENSEMBLE_RULES:
@@ -271,6 +330,9 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     nets = [net for net, _, _ in loaded]
     if "finetune" in options:
         from .finetune import finetune_agent
+
+        if config.env.game != "v0":
+            raise ValueError(f"agent {kind}:{arg}: finetune=S runs on MallocGame-v0 checkpoints only")
 
         return finetune_agent(kind, arg, nets[0], config, loaded[0][2], name=name, **options)
     return MuZeroAgent(nets if len(nets) > 1 else nets[0], config, mode=mode, name=name, **options)

@@ -17,9 +17,11 @@ __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "Tra
 
 SEARCH_ALGORITHMS = ("gumbel", "puct")
 ENSEMBLE_RULES = ("mean", "agree")
+FRAMES = ("return", "advantage")   # search.frame: the learned search's value frame
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 NETWORK_VERSIONS = (1, 2)
+GAMES = ("v0", "v1")
 
 
 def parse_buffers(text: str) -> tuple[int, int]:
@@ -76,12 +78,16 @@ class EnvConfig:
       n_next: ``L``, upcoming buffers in the observation.
       memory_bins: ``(A, B)`` address x time bins of the occupancy image.
       order: the buffer decision order (MallocGame's ``order``).
+      game: ``"v0"`` (MallocGame-v0) or ``"v1"`` (MallocGame-v1, issue 18 step 7: version-2
+        networks trained on labelled games only, :mod:`mallocgym.agents.muzero.v1`); set by
+        ``mallocgym train muzero --env v1``. Checkpoints record it; older ones are v0.
     """
 
     n_candidates: int = 16
     n_next: int = 8
     memory_bins: tuple[int, int] = (16, 16)
     order: str = "boundedness"
+    game: str = "v0"
 
     def __post_init__(self) -> None:
         _typed(self, "env")
@@ -91,6 +97,8 @@ class EnvConfig:
             raise ValueError(f"env.memory_bins must be two integers >= 1, got {self.memory_bins!r}")
         if self.order not in ORDERS:
             raise ValueError(f"env.order must be one of {ORDERS}, got {self.order!r}")
+        if self.game not in GAMES:
+            raise ValueError(f"env.game must be one of {GAMES}, got {self.game!r}")
 
     def make_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``gym.make("MallocGame-v0", ...)``."""
@@ -116,7 +124,9 @@ class NetworkConfig:
         (:mod:`mallocgym.agents.muzero.expert`): the policy head learns the simulator search's
         improved policy, a scalar residual head the best completion found below a position
         minus XLA-like's completion from it, and an advantage head every legal move's exact
-        completion against XLA-like's move. A version-2 network plays in simulator mode only.
+        completion against XLA-like's move. A version-2 network plays in simulator mode or as
+        the policy alone; over its learned model (``muzero:DIR``) only when its dynamics were
+        trained (``train.dynamics_weight > 0``).
       residual_scale: version 2: residuals and advantages are ``residual_scale x (time saved) /
         (XLA-like's completion time from the position)``; 400 makes 1 unit 0.25 % of the
         program time, about the median non-zero residual (0.28 % in the positions the search
@@ -168,6 +178,13 @@ class SearchConfig:
         legal action with the highest mean search policy; ``"agree"``, the members' move when
         all chose the same action (each after ``departure_margin``), else XLA-like's move
         (:func:`mallocgym.agents.muzero.mcts.ensemble_move`). Unused by a single agent.
+      frame: what the search over the learned model adds up (``muzero:DIR,frame=F``):
+        ``"return"``, MuZero's predicted step rewards and values (``network.reward_scale``
+        units); ``"advantage"`` (a version-2 network whose dynamics were trained,
+        ``train.dynamics_weight > 0``): a move's reward is the advantage head's prediction for
+        it over XLA-like's move at the parent, a node's value the residual head's prediction
+        (``network.residual_scale`` units), so siblings are compared on the scale where they
+        differ (:class:`mallocgym.agents.muzero.expert.AdvantageModel`).
       pb_c_init, pb_c_base: pUCT exploration constants.
       dirichlet_alpha, exploration_fraction: pUCT root noise in self-play.
       temperature: pUCT: self-play moves are sampled from ``visits ** (1 / temperature)``.
@@ -187,6 +204,7 @@ class SearchConfig:
     min_q_span: float = 0.0
     departure_margin: float = 0.0
     ensemble: str = "mean"
+    frame: str = "return"
     pb_c_init: float = 1.25
     pb_c_base: float = 19652.0
     dirichlet_alpha: float = 0.3
@@ -210,6 +228,8 @@ class SearchConfig:
             raise ValueError(f"search.departure_margin must be >= 0, got {self.departure_margin!r}")
         if self.ensemble not in ENSEMBLE_RULES:
             raise ValueError(f"search.ensemble must be one of {ENSEMBLE_RULES}, got {self.ensemble!r}")
+        if self.frame not in FRAMES:
+            raise ValueError(f"search.frame must be one of {FRAMES}, got {self.frame!r}")
         _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
 
 
@@ -251,6 +271,11 @@ class SimulatorConfig:
       policy_margin: the policy agent (``muzero-pol``, issue 18, step 5): leave XLA-like's move
         only where the best predicted advantage over it exceeds this (``residual_scale``
         units; 0: wherever one is predicted higher).
+      pace: spend the wall budget (``muzero-sim:DIR,pace=1``; needs a budget): a searched move
+        runs at least ``num_simulations`` simulations and goes on while its share of the time
+        left is not spent, the time left divided by the searched moves expected to remain
+        (:meth:`mallocgym.agents.muzero.simsearch.SimulatorSearch.allowance`). False: exactly
+        ``num_simulations`` per searched move, so the game may end well before its budget.
     """
 
     num_simulations: int = 8
@@ -262,6 +287,7 @@ class SimulatorConfig:
     max_logit_lead: float = 0.25
     gate: float = -1.0
     policy_margin: float = 0.0
+    pace: bool = False
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
@@ -360,6 +386,11 @@ class TrainConfig:
         best-scoring move instead of XLA-like's (so that positions after a departure are seen).
       label_temperature: the policy target of a labelled position is ``softmax(advantage /
         label_temperature)`` over its legal moves (``residual_scale`` units).
+      dynamics_weight: version 2 with labelled games (issue 18, step 6: the learned-dynamics
+        mode): weight of a MuZero unroll loss on the labelled games' played trajectories
+        (:func:`mallocgym.agents.muzero.expert.dynamics_loss`) added to each update; a
+        checkpoint trained with it plays ``muzero:DIR`` (search over the learned model). 0: the
+        dynamics, reward and value heads are not trained.
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
     """
@@ -400,6 +431,7 @@ class TrainConfig:
     label_positions: int = 48
     label_explore: float = 0.5
     label_temperature: float = 0.25
+    dynamics_weight: float = 0.0
     checkpoint_every_s: float = 120.0
     log_every_s: float = 10.0
 
@@ -441,6 +473,8 @@ class TrainConfig:
         _unit("train", heldout_fraction=self.heldout_fraction, label_fraction=self.label_fraction,
               label_explore=self.label_explore)
         _positive("train", label_positions=self.label_positions, label_temperature=self.label_temperature)
+        if not (self.dynamics_weight >= 0 and math.isfinite(self.dynamics_weight)):
+            raise ValueError(f"train.dynamics_weight must be a finite number >= 0, got {self.dynamics_weight!r}")
         if self.generator_buffers:
             parse_buffers(self.generator_buffers)
         if self.min_replay > self.replay_capacity:
@@ -466,6 +500,10 @@ class MuZeroConfig:
         for name, cls in _PARTS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"config.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+        if self.env.game == "v1" and (self.network.version != 2 or self.train.label_fraction != 1.0):
+            raise ValueError("on MallocGame-v1 mallocMuZero trains only on labelled games: it needs "
+                             "network.version=2 and train.label_fraction=1, got "
+                             f"network.version={self.network.version} and train.label_fraction={self.train.label_fraction!r}")
         if self.network.version == 2:
             t = self.train
             if t.teacher_fraction > 0 or t.reanalyse_fraction > 0 or t.action_value_weight > 0:
@@ -474,6 +512,14 @@ class MuZeroConfig:
             if self.simulator.value_mix != 1.0:
                 raise ValueError("network.version = 2 predicts a residual over XLA-like's exact completion, "
                                  f"not a return: simulator.value_mix must be 1, got {self.simulator.value_mix!r}")
+        # issue 18, step 6: the learned dynamics are trained on the labelled games' trajectories
+        if self.train.dynamics_weight > 0 and (self.network.version != 2 or self.train.label_fraction == 0
+                                               or self.env.game != "v0"):
+            raise ValueError("train.dynamics_weight > 0 trains the dynamics on labelled MallocGame-v0 games: it "
+                             "needs network.version = 2, train.label_fraction > 0 and env.game = 'v0'")
+        if self.search.frame == "advantage" and self.network.version != 2:
+            raise ValueError("search.frame = 'advantage' reads a version-2 network's advantage and residual "
+                             "heads (network.version = 2)")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""

@@ -32,6 +32,8 @@ The rules that use the network's advantage head:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import sim
@@ -43,15 +45,53 @@ from .mcts import effective_legal, xla_move
 from .networks import OBS_KEYS, stack_obs
 from .simsearch import ExpertRecord, expert_targets
 
-__all__ = ["label_targets", "label_game", "predicted_gain", "policy_move"]
+__all__ = ["label_targets", "label_game", "predicted_gain", "policy_move", "LabelledTrajectory"]
+
+
+@dataclass
+class LabelledTrajectory:
+    """The played game of a labelled game (issue 18, step 6: what the learned dynamics train
+    on), ``L`` positions, ``A`` actions.
+
+    Attributes:
+      obs: the observation at each position, ``{key: [L, ...]}`` (:data:`~.networks.OBS_KEYS`).
+      actions: ``int64[L]``, the move played (XLA-like's, or at a labelled position the
+        exploring best-scoring one).
+      rewards: ``float64[L]``, the exact step rewards (MallocGame's normalised reward: they sum
+        to the game's return ``1 - time / all-slow time``).
+      legal: ``bool[L, A]``, the legal moves (:func:`~.mcts.effective_legal`).
+      labelled: ``bool[L]``, the positions labelled (every move scored exactly).
+      policy: ``float32[L, A]``, the label policy (0 where not labelled).
+      residual: ``float32[L]``, the label residual (NaN where not labelled).
+      advantage: ``float32[L, A]``, exact advantages over XLA-like's move (``residual_scale``
+        units): every legal move's at a labelled position; elsewhere the played move's only,
+        0 (it is XLA-like's move); NaN where unknown.
+    """
+
+    obs: dict
+    actions: np.ndarray
+    rewards: np.ndarray
+    legal: np.ndarray
+    labelled: np.ndarray
+    policy: np.ndarray
+    residual: np.ndarray
+    advantage: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def returns_to_go(self) -> np.ndarray:
+        """``float64[L]``: the sum of the step rewards from each position to the end."""
+        return np.cumsum(self.rewards[::-1])[::-1].copy()
 
 
 def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float,
-                  temperature: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+                  temperature: float, base: int | None = None) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Version-2 targets ``(legal bool[A], policy float32[A], residual, advantage float32[A])``
     of a position from every move's exact completion time ``times[a]`` (seconds; only the
-    ``legal`` entries are read). XLA-like's move is :func:`~.mcts.xla_move` of ``legal``. See
-    the module docstring for the formulas."""
+    ``legal`` entries are read). The base move is ``base`` (MallocGame-v1: xla-msa's move), by
+    default XLA-like's, :func:`~.mcts.xla_move` of ``legal``. See the module docstring for the
+    formulas."""
     legal = np.asarray(legal, bool)
     times = np.asarray(times, np.float64)
     if legal.sum() < 1:
@@ -60,7 +100,9 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
     child = times[actions]
     if not np.all(np.isfinite(child) & (child > 0)):
         raise ValueError(f"every legal move needs a finite completion time > 0, got {child.tolist()}")
-    base = xla_move(legal)
+    base = xla_move(legal) if base is None else int(base)
+    if not legal[base]:
+        raise ValueError(f"the base move {base} is not among the legal moves {actions.tolist()}")
     final = float(times[base])
     advantage = residual_scale * (final - child) / final
     z = advantage / temperature
@@ -71,11 +113,19 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
                           residual_scale=residual_scale)
 
 
-def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator,
-               ) -> tuple[list[ExpertRecord], float, float]:
+def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator, *,
+               trajectory: bool = False) -> tuple[list[ExpertRecord], float, float]:
     """One labelled game (module docstring): ``(records, return, XLA-like's return)``, returns
     normalised (``1 - time / all-slow time``). Draws the env seed, the positions labelled and
-    the exploring moves from ``rng``."""
+    the exploring moves from ``rng``. A MallocGame-v1 config plays :func:`.v1.label_game_v1`.
+    ``trajectory=True`` (v0 only) returns the played game too, a fourth item
+    (:class:`LabelledTrajectory`); the draws from ``rng`` are the same."""
+    if trajectory and config.env.game != "v0":
+        raise ValueError("a labelled game's trajectory is recorded on MallocGame-v0 only")
+    if config.env.game == "v1":
+        from .v1 import label_game_v1
+
+        return label_game_v1(scenario, config, rng)
     from .agent import make_env
 
     t = config.train
@@ -87,11 +137,13 @@ def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generato
     scorer = CompletionScorer(st, env.k)
     p = min(1.0, t.label_positions / max(int(st.size.shape[0]), 1))
     records: list[ExpertRecord] = []
+    played: list[tuple] = []   # trajectory=True: (obs, legal, action, reward, index of its record or -1)
     done = False
     info: dict = {}
     while not done:
         legal = effective_legal(stack_obs([obs]), prune_no_benefit=config.search.prune_no_benefit)[0]
         action = xla_move(legal)
+        before = len(records)
         if legal.sum() >= 2 and rng.random() < p:
             times, _ = scorer(env.sim_state)
             targets = label_targets(np.where(legal, times, np.inf), legal,
@@ -103,16 +155,39 @@ def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generato
                 scored = np.where(legal, times, np.inf)
                 if scored.min() < scored[action]:
                     action = int(np.argmin(scored))
-        obs, _, done, _, info = env.step(action)
-    return records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow
+        previous = obs
+        obs, reward, done, _, info = env.step(action)
+        if trajectory:
+            played.append((previous, legal, action, float(reward), before if len(records) > before else -1))
+    result = (records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow)
+    return result + (_trajectory(played, records),) if trajectory else result
 
 
-def predicted_gain(advantage: np.ndarray, legal: np.ndarray) -> tuple[float, int]:
+def _trajectory(played: list[tuple], records: list[ExpertRecord]) -> LabelledTrajectory:
+    """The :class:`LabelledTrajectory` of a labelled game's moves (``label_game``'s ``played``)."""
+    n, a = len(played), len(played[0][1])
+    legal = np.array([m[1] for m in played], bool).reshape(n, a)
+    actions = np.array([m[2] for m in played], np.int64)
+    labelled = np.array([m[4] >= 0 for m in played], bool)
+    policy = np.zeros((n, a), np.float32)
+    residual = np.full(n, np.nan, np.float32)
+    advantage = np.full((n, a), np.nan, np.float32)
+    advantage[np.arange(n), actions] = 0.0   # XLA-like's move wherever the position is not labelled
+    for i, m in enumerate(played):
+        if m[4] >= 0:
+            r = records[m[4]]
+            policy[i], residual[i], advantage[i] = r.policy, r.residual, r.advantage
+    return LabelledTrajectory({key: np.stack([np.asarray(m[0][key]) for m in played]) for key in OBS_KEYS},
+                              actions, np.array([m[3] for m in played], np.float64), legal, labelled,
+                              policy, residual, advantage)
+
+
+def predicted_gain(advantage: np.ndarray, legal: np.ndarray, base: int | None = None) -> tuple[float, int]:
     """``(gain, move)``: the legal move other than XLA-like's with the highest predicted
     advantage, and its advantage minus XLA-like's move's (``-inf`` and XLA-like's move when it
-    is the only legal one)."""
+    is the only legal one). ``base``: the base move instead of XLA-like's (v1: xla-msa's)."""
     legal = np.asarray(legal, bool)
-    base = xla_move(legal)
+    base = xla_move(legal) if base is None else int(base)
     others = legal.copy()
     others[base] = False
     if not others.any():
@@ -122,8 +197,10 @@ def predicted_gain(advantage: np.ndarray, legal: np.ndarray) -> tuple[float, int
     return float(adv[move] - advantage[base]), move
 
 
-def policy_move(advantage: np.ndarray, legal: np.ndarray, margin: float) -> int:
+def policy_move(advantage: np.ndarray, legal: np.ndarray, margin: float, base: int | None = None) -> int:
     """The policy's move (step 5): the move of :func:`predicted_gain` when its gain exceeds
-    ``margin``, else XLA-like's move."""
-    gain, move = predicted_gain(advantage, legal)
-    return move if gain > margin else xla_move(legal)
+    ``margin``, else XLA-like's move (or ``base``, v1: xla-msa's)."""
+    gain, move = predicted_gain(advantage, legal, base)
+    if gain > margin:
+        return move
+    return xla_move(legal) if base is None else int(base)

@@ -45,6 +45,9 @@ class ObsSpec:
       n_next, next_dim: upcoming-buffer rows and their features.
       memory_dim: size of the flattened occupancy image.
       progress_dim: progress scalars.
+      game: ``"v0"``; or ``"v1"`` (MallocGame-v1, :mod:`.v1`): then ``k`` is the number of
+        actions, every action has a row (the pointer rows, SLOW is row 0), there is no separate
+        skip logit and the buffer vector is v1's buffer and segment features.
     """
 
     k: int
@@ -54,12 +57,17 @@ class ObsSpec:
     next_dim: int
     memory_dim: int
     progress_dim: int
+    game: str = "v0"
 
     @classmethod
     def from_env(cls, env) -> "ObsSpec":
         """Read the shapes off a MallocGame env (wrapped or not)."""
         u = env.unwrapped
         space = u.observation_space
+        if "actions" in space.spaces:  # MallocGame-v1
+            from .v1 import obs_spec_v1
+
+            return obs_spec_v1(env)
         k = int(u.action_space.n) - 1
         n_next = int(u.n_next)
         return cls(k=k, candidate_dim=int(np.prod(space["candidates"].shape)) // k,
@@ -74,8 +82,8 @@ class ObsSpec:
 
     @property
     def num_actions(self) -> int:
-        """``K + 1`` (the candidates and skip)."""
-        return self.k + 1
+        """``K + 1`` (the candidates and skip; v1: ``K``, every action a row)."""
+        return self.k if self.game == "v1" else self.k + 1
 
 
 def stack_obs(observations: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -131,7 +139,8 @@ class MuZeroNet(nn.Module):
         self.norm = nn.LayerNorm(h)
         # prediction
         self.pointer = _mlp([h + c, h // 2, 1])
-        self.skip_head = _mlp([h, h // 2, 1])
+        self.skip = spec.game != "v1"  # v1: SLOW is a pointer row like every action
+        self.skip_head = _mlp([h, h // 2, 1]) if self.skip else None
         self.value_head = _mlp([h, h, self.value_support.n])
         # dynamics
         self.skip_embedding = nn.Parameter(torch.zeros(c))
@@ -145,7 +154,7 @@ class MuZeroNet(nn.Module):
             # per-action advantage over XLA-like's move, both in network.residual_scale units
             self.residual_head = _mlp([h, h, 1])
             self.advantage_pointer = _mlp([h + c, h // 2, 1])
-            self.advantage_skip = _mlp([h, h // 2, 1])
+            self.advantage_skip = _mlp([h, h // 2, 1]) if self.skip else None
 
     # ---------------------------------------------------------------- the three functions
     def represent(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,7 +178,9 @@ class MuZeroNet(nn.Module):
         """``(policy logits [B, K + 1], value logits [B, 2 Sv + 1])``."""
         b, k, _ = cands.shape
         keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
-        logits = torch.cat([self.pointer(keyed).squeeze(-1), self.skip_head(latent)], dim=-1)
+        logits = self.pointer(keyed).squeeze(-1)
+        if self.skip:
+            logits = torch.cat([logits, self.skip_head(latent)], dim=-1)
         return logits, self.value_head(latent)
 
     def dynamics(self, latent: torch.Tensor, cands: torch.Tensor,
@@ -189,10 +200,18 @@ class MuZeroNet(nn.Module):
             raise ValueError("this network has no residual and advantage heads (network.version 1)")
         latent, cands = self.represent(obs)
         policy, _ = self.predict(latent, cands)
+        advantage, residual = self.heads(latent, cands)
+        return policy, residual, advantage
+
+    def heads(self, latent: torch.Tensor, cands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Version 2 only: ``(advantage [B, K + 1], residual [B])`` read from a model state (a real
+        observation's encoding or an unrolled one; :meth:`expert` without the representation)."""
         b, k, _ = cands.shape
         keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
-        advantage = torch.cat([self.advantage_pointer(keyed).squeeze(-1), self.advantage_skip(latent)], dim=-1)
-        return policy, self.residual_head(latent).squeeze(-1), advantage
+        advantage = self.advantage_pointer(keyed).squeeze(-1)
+        if self.skip:
+            advantage = torch.cat([advantage, self.advantage_skip(latent)], dim=-1)
+        return advantage, self.residual_head(latent).squeeze(-1)
 
     # ---------------------------------------------------------------- MuZero's two entry points
     def initial_inference(self, obs: dict[str, torch.Tensor]) -> NetOutput:

@@ -43,7 +43,9 @@ network.
   ``value_mix = 1`` the network is never called: nothing it returns could change the search.
 - **A per-game wall budget** (``deadline``): the clock is read before every expansion; once the
   deadline has passed the search stops and the rest of the game follows the incumbent. The game
-  thus ends within the budget plus one expansion's time.
+  thus ends within the budget plus one expansion's time. With ``simulator.pace`` the search
+  spends the budget instead of ending early: a searched move goes on past ``num_simulations``
+  while its share of the time left (:meth:`SimulatorSearch.allowance`) is not used up.
 - **Version-2 networks** (``network.version = 2``, expert iteration: :mod:`.expert`): a new
   position's value is its exact XLA-like completion plus the network's predicted residual (the
   time the best completion below it saves, in ``network.residual_scale`` units), and with
@@ -268,6 +270,10 @@ class SimulatorSearch:
                              "but was given no model")
         self.model = model if self.uses_network else None
         self.deadline, self.clock = deadline, clock
+        self.pace = sc.pace
+        if self.pace and deadline is None:
+            raise ValueError("simulator.pace spends a wall budget: give the search a deadline "
+                             "(muzero-sim:DIR,pace=1,budget_s=S or the harness's --budget-s)")
         self.exhausted = False
         # counters (reported in the solution's info)
         self.simulations = 0
@@ -276,6 +282,7 @@ class SimulatorSearch:
         self.network_calls = 0
         self.searched_moves = 0
         self.gated_moves = 0   # moves with a choice that the gate left unsearched
+        self.moves_made = 0    # every move() call (pace: the share of them that is searched)
         # scratch
         self.work = sim.copy_state(u.sim_state)
         self.scratch = features.make_scratch(self.n, self.k)
@@ -509,6 +516,7 @@ class SimulatorSearch:
         root = self.root
         if root.terminal:
             raise RuntimeError("the game is over: no move to make")
+        self.moves_made += 1
         if self.gate is not None and not self.exhausted and root.actions is None and self.passes_gate(root):
             return self.follow_incumbent()
         if not self.exhausted and root.actions is None and not self._out_of_time():
@@ -528,14 +536,40 @@ class SimulatorSearch:
             return action
         if len(root.children) > 1:
             self.searched_moves += 1
-            for _ in range(self.num_simulations):
-                if not self.simulate():
-                    break
+            if self.pace:
+                self._paced_simulations()
+            else:
+                for _ in range(self.num_simulations):
+                    if not self.simulate():
+                        break
         index = self.best_child(root)
         if self.records is not None:
             self.harvest(root, index)
         self.root = root.children[index]
         return int(root.actions[index])
+
+    def allowance(self) -> float:
+        """Seconds the current searched move may take with ``simulator.pace``: the time left to
+        the deadline divided by the searched moves expected from here on, this one included:
+        the buffers still to place (this one included) times the fraction of the moves so far
+        that were searched (this one counted in both; forced and gated moves are not searched)."""
+        left = self.n - int(self.root.state.counters[sim.STEP])
+        expected = max(1.0, left * self.searched_moves / max(self.moves_made, 1))
+        return max(0.0, self.deadline - self.clock()) / expected
+
+    def _paced_simulations(self) -> None:
+        """``num_simulations`` simulations, then more while :meth:`allowance` (read once, at the
+        start of the move) is not spent; the extra ones stop at the first simulation that
+        expands nothing (it reached a finished game: the tree below may be exhausted)."""
+        start, allowance = self.clock(), self.allowance()
+        done = 0
+        while done < self.num_simulations or self.clock() - start < allowance:
+            before = self.expansions
+            if not self.simulate():
+                return
+            done += 1
+            if done > self.num_simulations and self.expansions == before:
+                return
 
     def passes_gate(self, root: _Node) -> bool:
         """Whether the gate (``simulator.gate``) leaves the unexpanded ``root`` unsearched: a forced

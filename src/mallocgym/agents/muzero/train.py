@@ -43,6 +43,7 @@ __all__ = ["train", "main", "build_parser"]
 MAX_SEED = 2**32 - 1
 HELDOUT_POSITIONS = 16_384   # version 2: the latest held-out positions kept for the error log
 EVAL_POSITIONS = 2_048       # ... of which (and of the replay's) this many are scored per log line
+DYNAMICS_EVAL_POSITIONS = 256   # train.dynamics_weight > 0: trajectory positions unrolled per log line, each set
 
 
 class _Log:
@@ -244,6 +245,12 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     actor = ExpertActor(config, source, actor_rng, model)
     replay = ExpertReplay(t.replay_capacity, spec, positive_weight=t.positive_weight)
     heldout = ExpertReplay(HELDOUT_POSITIONS, spec, positive_weight=1.0)
+    trajectories = heldout_trajectories = None   # train.dynamics_weight > 0 (issue 18, step 6): played moves
+    if t.dynamics_weight > 0:
+        from .expert import TrajectoryReplay
+
+        trajectories = TrajectoryReplay(t.replay_capacity, spec, reward_scale=config.network.reward_scale)
+        heldout_trajectories = TrajectoryReplay(HELDOUT_POSITIONS, spec, reward_scale=config.network.reward_scale)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "config.json") as handle:
         handle.write(config.to_json() + "\n")
@@ -278,6 +285,16 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
             rec["heldout_residual_error"] = learner.residual_error(heldout, held_idx)
             rec["train_positive_fraction"] = float(np.mean(replay.residual[train_idx] > POSITIVE_RESIDUAL))
             rec["heldout_positive_fraction"] = float(np.mean(heldout.residual[held_idx] > POSITIVE_RESIDUAL))
+        if trajectories is not None and trajectories.size and heldout_trajectories.size:
+            # the dynamics loss parts on as many train and held-out trajectory positions (uniform)
+            from .expert import dynamics_loss
+
+            n = min(DYNAMICS_EVAL_POSITIONS, trajectories.size, heldout_trajectories.size)
+            net.eval()
+            with torch.no_grad():
+                for name, store in (("train", trajectories), ("heldout", heldout_trajectories)):
+                    idx = eval_rng.choice(np.flatnonzero(store.weight > 0), size=n, replace=False)
+                    rec[f"{name}_dynamics"] = dynamics_loss(net, store, idx, config)[1]
         return rec
 
     budget = minutes * 60.0
@@ -290,6 +307,13 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
         while time.perf_counter() - begin < budget:
             records, held, game = actor.step()
+            if game is not None and game.trajectory is not None:
+                if trajectories is not None and not held:
+                    trajectories.add_trajectory(game.trajectory)
+                    counters["trajectory_positions"] = counters.get("trajectory_positions", 0) + len(game.trajectory)
+                elif trajectories is not None and len(game.trajectory) <= HELDOUT_POSITIONS:
+                    heldout_trajectories.add_trajectory(game.trajectory)
+                game.trajectory = None   # stored (or held out): not kept in the log's game window
             counters["env_steps"] += 1
             if held:
                 counters["heldout_positions"] += heldout.add(records)
@@ -299,8 +323,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
                 if replay.size >= max(t.min_replay, 1):
                     owed += added * t.replay_ratio / t.batch_size
             while owed >= 1.0:
-                parts = learner.step(replay)
-                if not all(math.isfinite(v) for v in parts.values()):
+                parts = learner.step(replay, trajectories)
+                if not all(math.isfinite(v) for k, v in parts.items() if not k.endswith("_mae")):
                     raise FloatingPointError(f"non-finite loss at train step {learner.steps}: {parts}")
                 losses.append(parts)
                 owed -= 1.0
@@ -376,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="self-play actors and the learner as Ray actors (the [ray] extra) on the cluster at ADDRESS "
                         "(auto, HOST:PORT, ray://HOST:PORT; none: a local Ray); see docs/muzero.md")
     p.add_argument("--ray-actors", type=int, metavar="N", help="self-play actors with --ray (default: 1)")
+    p.add_argument("--env", choices=["v0", "v1"],
+                   help="the game (default: v0, or the --config file's env.game); v1 (MallocGame-v1, issue 18 "
+                        "step 7) needs --set network.version=2 --set train.label_fraction=1")
     return p
 
 
@@ -395,9 +422,16 @@ def main(argv: list[str] | None = None) -> int:
             config = MuZeroConfig.from_dict(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError, ValueError) as exc:
             raise ValueError(f"{path}: bad config: {exc}") from None
-    config = config.with_overrides(args.set)
-    if args.resume and (args.config or args.set):
-        raise ValueError("--resume continues with the checkpoint's config; drop --config/--set")
+    if any(a.partition("=")[0].strip() == "env.game" for a in args.set):
+        raise ValueError("the game is chosen with --env v0|v1, not --set env.game")
+    config = config.with_overrides(args.set + ([f"env.game={args.env}"] if args.env else []))
+    if args.resume and (args.config or args.set or args.env):
+        raise ValueError("--resume continues with the checkpoint's config (its game included); "
+                         "drop --config/--set/--env")
+    if config.train.dynamics_weight > 0 and (args.ray is not None or args.ray_actors is not None):
+        raise ValueError("train.dynamics_weight > 0 (the learned dynamics) trains in one process; drop --ray")
+    if config.env.game == "v1" and (args.ray is not None or args.ray_actors is not None):
+        raise ValueError("--ray trains on MallocGame-v0 only; drop --ray with --env v1")
     if args.scenario and (args.suite is not None or args.split is not None):
         raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
     if args.scenario:

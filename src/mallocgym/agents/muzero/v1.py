@@ -1,0 +1,266 @@
+"""mallocMuZero's labelled (version-2) agent on MallocGame-v1 (issue 18, step 7).
+
+The same network, targets and rules as on v0 (:mod:`.labels`), with ``xla-msa``'s in-env
+policy (:meth:`mallocgym.env.v1.MallocGameV1Env.msa_action`, XLA's Memory Space Assignment
+mapped to the nearest env action) where v0 has XLA-like:
+
+- **Observation** (:func:`adapt_obs`, :func:`obs_spec_v1`): v1's ``actions`` rows (one per
+  action, ``SLOW`` is row 0) are the network's pointer rows, so every action, ``SLOW``
+  included, is scored by the same pointer head and there is no separate skip logit
+  (``ObsSpec.game = "v1"``); the buffer vector is v1's ``buffer`` and ``segment`` features
+  joined; ``next``, ``memory`` and ``progress`` as they are.
+- **Moves** (:func:`branch_mask`): the agent plays, and the labels score, only the moves of the
+  v1 search agents' branching (:class:`mallocgym.agents.search_v1.V1Game`): ``SLOW``, ``FAST``
+  at the 2 best-fit offsets (on a later segment, the keep), ``PREFETCH`` at each of the picker's
+  start times with its best fit, and xla-msa's own move. Other actions are not legal in a
+  record.
+- **Labelled games** (:func:`label_game_v1`): xla-msa's in-env game; at about
+  ``train.label_positions`` positions with a choice drawn at random (each segment with
+  probability ``min(1, label_positions / segments)``), every move of the subset scored exactly
+  by finishing the game with xla-msa (:class:`Completions`); the targets are
+  :func:`.labels.label_targets` with xla-msa's move as the base (advantages and residual over
+  xla-msa, in ``network.residual_scale`` units of xla-msa's completion time). With probability
+  ``train.label_explore`` the game continues with the best-scoring move.
+- **The policy alone** (:func:`play_v1`, ``muzero-pol:DIR,margin=X`` on a v1 checkpoint):
+  xla-msa's move unless the advantage head predicts a move of the subset better by more than
+  the margin (:func:`.labels.policy_move` with xla-msa's move as the base). With exact
+  advantages and margin 0 this is the rollout algorithm over xla-msa, never worse than it.
+
+Training on v1 is ``mallocgym train muzero --env v1`` with ``network.version=2`` and
+``train.label_fraction=1`` (anything else is refused by :class:`.config.MuZeroConfig`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from ...evaluate_v1 import mapping_from_state
+from ...scenarios import Scenario
+from ...sim import msa, v1, v1_obs
+from ...sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ..base import Solution
+from .config import MuZeroConfig, SimulatorConfig
+from .labels import label_targets, policy_move, predicted_gain
+from .networks import ObsSpec, stack_obs
+from .simsearch import ExpertRecord
+
+__all__ = ["ENV_ID", "FAST_BRANCH", "make_env_v1", "obs_spec_v1", "adapt_obs", "branch_mask", "Completions",
+           "label_game_v1", "play_v1", "network_advantage", "check_v1_agent"]
+
+ENV_ID = "MallocGame-v1"
+FAST_BRANCH = 2  # FAST moves of the subset: the best-fit offsets (as V1Game's fast_branch)
+
+# advantage_fn(env, obs, legal, base) -> advantage float[A] (the policy reads the legal entries)
+AdvantageFn = Callable[[object, dict, np.ndarray, int], np.ndarray]
+
+
+def make_env_v1(scenario: Scenario, config: MuZeroConfig):
+    """A MallocGame-v1 env for ``scenario`` with the config's env settings."""
+    return gym.make(ENV_ID, workload=scenario, **config.env.make_kwargs())
+
+
+def obs_spec_v1(env) -> ObsSpec:
+    """The network's view of a MallocGame-v1 env's observation (module docstring)."""
+    u = env.unwrapped
+    return ObsSpec(k=int(u.action_space.n), candidate_dim=len(ACTION_FEATURES),
+                   buffer_dim=len(BUFFER_FEATURES) + len(SEGMENT_FEATURES), n_next=int(u.n_next),
+                   next_dim=len(NEXT_FEATURES), memory_dim=int(np.prod(u.observation_space["memory"].shape)),
+                   progress_dim=len(PROGRESS_FEATURES), game="v1")
+
+
+def adapt_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A v1 observation under the network's keys (:data:`.networks.OBS_KEYS`): ``buffer`` =
+    v1's ``buffer`` then ``segment``; ``candidates`` = v1's ``actions`` (row ``a`` is action
+    ``a``); the rest as they are. Arrays are copied."""
+    return {"buffer": np.concatenate([obs["buffer"], obs["segment"]]).astype(np.float32),
+            "candidates": np.array(obs["actions"], np.float32), "next": np.array(obs["next"], np.float32),
+            "memory": np.array(obs["memory"], np.float32), "progress": np.array(obs["progress"], np.float32),
+            "action_mask": np.array(obs["action_mask"], np.int8)}
+
+
+def branch_mask(action_mask: np.ndarray, base: int, k: int, fast_branch: int = FAST_BRANCH) -> np.ndarray:
+    """``bool[A]``: the subset of the env's legal actions the agent plays (module docstring):
+    ``SLOW`` (0), ``FAST`` at candidates ``0 .. fast_branch - 1`` (actions ``1 ..``), ``PREFETCH``
+    at each start's best fit (actions ``1 + K + j K``) and ``base`` (xla-msa's move), each where
+    ``action_mask`` says it is legal; ``base`` must be legal."""
+    legal = np.asarray(action_mask).astype(bool)
+    if not legal[base]:
+        raise ValueError(f"the base move {base} is not legal here (legal: {np.flatnonzero(legal).tolist()})")
+    out = np.zeros(legal.shape[0], bool)
+    out[0] = True
+    out[1:1 + min(fast_branch, k)] = True
+    out[1 + k::k] = True
+    out &= legal
+    out[base] = True
+    return out
+
+
+class Completions:
+    """Exact ``xla-msa`` completions (:func:`mallocgym.sim.msa.complete_msa`, the in-env
+    policy) from a v1 simulator state of ``st`` (its own work arrays: the env is not touched).
+    The best complete game seen is kept (``best_time``, ``best_state``)."""
+
+    def __init__(self, st: v1.Static1, k: int, j: int):
+        self.st = st
+        self.ms = msa.msa_static(st)
+        self.res = msa.new_resource(st)
+        self.starts = np.empty(st.compute_time.shape[0] + 2, np.int64)
+        self.table = v1_obs.make_table(st.seg_use.shape[0], k, j)
+        self.count = 0
+        self.best_time = float("inf")
+        self.best_state: v1.State1 | None = None
+
+    def complete(self, state: v1.State1) -> float:
+        """xla-msa's final program time from ``state`` (not modified)."""
+        return self._finish(v1.copy_state(state))
+
+    def _finish(self, work: v1.State1) -> float:
+        self.count += 1
+        t = float(msa.complete_msa(self.st, work, self.table, self.ms, self.res, self.starts))
+        if t < self.best_time:
+            self.best_time, self.best_state = t, work
+        return t
+
+    def scores(self, state: v1.State1, actions: np.ndarray) -> np.ndarray:
+        """``float64[A]``: the final time of playing each env action of ``actions`` at ``state``'s
+        current segment then finishing with xla-msa (``inf`` elsewhere)."""
+        st, table = self.st, self.table
+        s = int(st.order[state.counters[v1.POS]])
+        v1_obs.options(st, state, s, table)
+        moves = [(int(table.kind[a]), int(table.off[a]), int(table.pstart[a])) for a in actions]
+        times = np.full(table.kind.shape[0], np.inf)
+        for a, (kind, off, pstart) in zip(actions, moves):
+            if kind < 0:
+                raise ValueError(f"action {a} is not legal at segment {s}")
+            child = v1.copy_state(state)
+            v1_obs.play(st, child, table, s, kind, off, pstart)
+            times[a] = self._finish(child)
+        return times
+
+
+def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator,
+                  ) -> tuple[list[ExpertRecord], float, float]:
+    """One labelled game on MallocGame-v1 (module docstring): ``(records, return, xla-msa's
+    return)``, returns normalised (``1 - time / all-slow time``). Draws the env seed, the
+    positions labelled and the exploring moves from ``rng``."""
+    t = config.train
+    env = make_env_v1(scenario, config).unwrapped
+    obs, info = env.reset(seed=int(rng.integers(2**31)))
+    st = env.static
+    slow = float(st.params[v1.TIME_ALL_SLOW])
+    scorer = Completions(st, env.k, env.j)
+    xla_time = scorer.complete(env.sim_state)
+    p = min(1.0, t.label_positions / max(int(st.seg_use.shape[0]), 1))
+    records: list[ExpertRecord] = []
+    done = env.current_segment < 0
+    while not done:
+        base = env.msa_action()
+        legal = branch_mask(obs["action_mask"], base, env.k)
+        action = base
+        if legal.sum() >= 2 and rng.random() < p:
+            times = scorer.scores(env.sim_state, np.flatnonzero(legal))
+            targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
+                                    temperature=t.label_temperature)
+            records.append(ExpertRecord(adapt_obs(obs), *targets))
+            if rng.random() < t.label_explore and times.min() < times[base]:
+                action = int(np.argmin(times))  # the best-scoring move, xla-msa's on ties
+        obs, _, done, _, info = env.step(action)
+    return records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow
+
+
+def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None) -> None:
+    """Refuse what a v1 checkpoint cannot play (one ``ValueError``): only the policy
+    (``muzero-pol``) and the gated search (``muzero-sim``, ``gate=G``), and none of the tree
+    search's settings (``sims=``, ``mix=``, ``lead=``, ``ptemp=``, ``pace=``), which v1's one-step search has
+    no use for."""
+    if mode not in ("policy", "simulator"):
+        raise ValueError("a MallocGame-v1 checkpoint plays the policy alone (muzero-pol:DIR[,margin=X]) or the "
+                         "gated search (muzero-sim:DIR[,gate=G])")
+    if mode == "simulator":
+        sim, default = config.simulator, SimulatorConfig()
+        changed = [name for name in ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace")
+                   if getattr(sim, name) != getattr(default, name)]
+        if num_simulations is not None or changed:
+            raise ValueError("on MallocGame-v1 muzero-sim scores each position the gate passes exactly (one rollout "
+                             "step, no tree): sims=, mix=, lead=, ptemp= and pace= do not apply")
+
+
+def network_advantage(model) -> AdvantageFn:
+    """The advantage head of a version-2 network (:class:`.mcts.NetworkModel`) as an
+    ``advantage_fn`` of :func:`play_v1` (one network call per decision)."""
+
+    def advantage(env, obs, legal, base):
+        _, _, adv = model.expert(stack_obs([adapt_obs(obs)]))
+        return adv[0]
+
+    return advantage
+
+
+def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn | None, *, margin: float = 0.0,
+            gate: float | None = None, spec: ObsSpec | None = None, seed: int = 0, deadline: float | None = None,
+            clock: Callable[[], float] = time.perf_counter) -> Solution:
+    """One MallocGame-v1 game; returns the v1 mapping. At each decision with at least two moves
+    in :func:`branch_mask`:
+
+    - ``gate is None``, the policy alone: ``advantage_fn`` is read and :func:`.labels.policy_move`
+      leaves xla-msa's move only where the best other move's advantage exceeds it by more than
+      ``margin``;
+    - ``gate`` given, the gated search: where the predicted gain
+      (:func:`.labels.predicted_gain` over xla-msa's move) exceeds ``gate`` (a negative gate:
+      everywhere, and ``advantage_fn`` may be None), every move of the subset is scored exactly
+      (:class:`Completions`, the rollout step) and the best is played (xla-msa's on ties), else
+      xla-msa's move. Playing a scored move then xla-msa reproduces its completion, so the game
+      ends at the best completion seen, never worse than xla-msa's from the start (checked; the
+      best is returned).
+
+    Once ``clock() >= deadline`` the rest is xla-msa's. ``spec``: the network's observation spec,
+    checked against the env's."""
+    env = make_env_v1(scenario, config).unwrapped
+    if spec is not None and obs_spec_v1(env) != spec:
+        raise ValueError(f"the network was trained on observations {spec}, the env gives {obs_spec_v1(env)}")
+    if advantage_fn is None and (gate is None or gate >= 0):
+        raise ValueError("the policy and a gate >= 0 read an advantage_fn")
+    obs, info = env.reset(seed=seed)
+    st = env.static
+    scorer = None if gate is None else Completions(st, env.k, env.j)
+    start_time = scorer.complete(env.sim_state) if scorer is not None else None
+    done = env.current_segment < 0
+    decisions = departures = searched = 0
+    out_of_time = False
+    while not done:
+        base = env.msa_action()
+        legal = branch_mask(obs["action_mask"], base, env.k)
+        action = base
+        if legal.sum() >= 2 and not out_of_time:
+            if deadline is not None and clock() >= deadline:
+                out_of_time = True
+            elif gate is None:
+                action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
+                decisions += 1
+            else:
+                gain = (np.inf if gate < 0 else
+                        predicted_gain(advantage_fn(env, obs, legal, base), legal, base)[0])
+                decisions += 1
+                if gain > gate:
+                    times = scorer.scores(env.sim_state, np.flatnonzero(legal))
+                    searched += 1
+                    if times.min() < times[base]:
+                        action = int(np.argmin(times))
+            departures += int(action != base)
+        obs, _, done, _, info = env.step(action)
+    details = {"mode": "policy" if gate is None else "simulator", "game": "v1", "decisions": decisions,
+               "searched_moves": decisions if gate is None else searched, "departures": departures}
+    if deadline is not None:
+        details["budget_exhausted"] = out_of_time
+    mapping = env.mapping()
+    if scorer is not None:
+        details.update(completions=scorer.count, start_time=start_time, kept_xla=scorer.best_time >= start_time)
+        final = float(env.sim_state.totals[v1.TIME])
+        if scorer.best_time < final * (1 - 1e-12):  # not expected: xla-msa is sequentially consistent
+            details["returned_best_seen"] = True
+            mapping = mapping_from_state(scenario.workload, st, scorer.best_state)
+    return Solution(None, info=details, mapping=mapping)

@@ -1,0 +1,239 @@
+"""mallocMuZero's labelled agent on MallocGame-v1 (issue 18, step 7): the observation adapter,
+the labels over xla-msa's move, the policy and the gated search, and the refusals."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from mallocgym.agents import make_agent
+from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
+from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
+from mallocgym.agents.muzero.config import MuZeroConfig
+from mallocgym.agents.muzero.labels import label_targets
+from mallocgym.agents.muzero.networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors, stack_obs
+from mallocgym.agents.muzero.train import main as train_main
+from mallocgym.agents.muzero.v1 import (Completions, adapt_obs, branch_mask, label_game_v1, obs_spec_v1, play_v1)
+from mallocgym.agents.search_v1 import V1Game, rollout_v1
+from mallocgym.env.v1 import KIND_NAMES
+from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.harness import solve
+
+from conftest import mlp_scenario
+
+SMALL = ["network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8"]
+V1 = MuZeroConfig().with_overrides(["env.game=v1", "network.version=2", "train.label_fraction=1", *SMALL])
+SCENARIO = mlp_scenario(0, Fraction(1, 8))
+
+
+def _xla_msa_time(scenario) -> float:
+    return evaluate_v1(scenario.workload, make_agent("xla-msa:in_env=1").solve_v1(scenario).mapping,
+                       scenario.hardware).time
+
+
+def _time(scenario, solution) -> float:
+    return evaluate_v1(scenario.workload, solution.mapping, scenario.hardware).time
+
+
+# ------------------------------------------------------------------ labels over xla-msa's move
+def test_label_targets_take_the_given_base_move():
+    # times of five actions, 1, 2 and 4 legal; the base (xla-msa's move) is 4 at 12 s:
+    # advantages 400 (12 - 10) / 12 = 66.67 and 400 (12 - 8) / 12 = 133.33, 0 for the base
+    times = np.array([np.inf, 10.0, 8.0, np.inf, 12.0])
+    legal = np.array([False, True, True, False, True])
+    got_legal, pi, residual, adv = label_targets(times, legal, residual_scale=400.0, temperature=100.0, base=4)
+    assert got_legal.tolist() == legal.tolist()
+    np.testing.assert_allclose(adv[[1, 2, 4]], [200 / 3, 400 / 3, 0.0], rtol=1e-6)
+    assert np.isnan(adv[[0, 3]]).all()
+    assert residual == pytest.approx(400 / 3)
+    z = np.exp([2 / 3, 4 / 3, 0.0])   # softmax(advantage / 100)
+    np.testing.assert_allclose(pi[[1, 2, 4]], z / z.sum(), rtol=1e-5)
+    assert pi[[0, 3]].tolist() == [0.0, 0.0]
+    # with the base the best move the residual is 0; a base that is not legal is refused
+    assert label_targets(times, legal, residual_scale=400.0, temperature=0.25, base=2)[2] == 0.0
+    with pytest.raises(ValueError, match="base move 3"):
+        label_targets(times, legal, residual_scale=400.0, temperature=0.25, base=3)
+
+
+def test_labelled_positions_match_v1game_completions():
+    """Every position of a labelled game (p = 1, no exploring) against V1Game's own subset,
+    xla-msa move and completions, replayed independently on V1Game's state."""
+    config = V1.with_overrides(["train.label_positions=100000", "train.label_explore=0"])
+    records, ret, xla_ret = label_game_v1(SCENARIO, config, np.random.default_rng(0))
+    assert len(records) >= 3 and ret == pytest.approx(xla_ret)   # no exploring: xla-msa's game
+    ev = evaluate_v1(SCENARIO.workload, make_agent("xla-msa:in_env=1").solve_v1(SCENARIO).mapping, SCENARIO.hardware)
+    assert xla_ret == pytest.approx(1 - ev.time / ev.time_all_slow, rel=1e-12)
+    game = V1Game(SCENARIO, n_candidates=config.env.n_candidates)
+    state = game.root
+    env = make_env(SCENARIO, config).unwrapped
+    env.reset(seed=0)
+    checked = 0
+    positive = 0
+    for rec in records:
+        # walk V1Game along xla-msa's game to the next position with at least two subset moves
+        moves, base = game.legal(state)
+        while len(moves) < 2:
+            state = game.play(state, moves[base])
+            moves, base = game.legal(state)
+        times = [game.complete(game.play(state, m)) for m in moves]
+        expected = sorted(400.0 * (times[base] - t) / times[base] for t in times)
+        got = rec.advantage[rec.legal]
+        np.testing.assert_allclose(sorted(got), expected, rtol=1e-6, atol=1e-9)
+        assert rec.residual == pytest.approx(max(0.0, max(expected)), abs=1e-9)
+        positive += rec.residual > 0
+        checked += 1
+        state = game.play(state, moves[base])
+    assert checked == len(records) and positive >= 1   # some position where xla-msa's move is beaten
+
+
+def test_branch_mask_is_v1game_subset():
+    env = make_env(SCENARIO, V1).unwrapped
+    obs, _ = env.reset(seed=0)
+    game = V1Game(SCENARIO, n_candidates=V1.env.n_candidates)
+    state = game.root
+    done, steps = False, 0
+    while not done and steps < 40:
+        base = env.msa_action()
+        mask = branch_mask(obs["action_mask"], base, env.k)
+        mine = sorted((KIND_NAMES[k], o, p) for k, o, p in
+                      ((*game_move(env, a),) for a in np.flatnonzero(mask)))
+        moves, gbase = game.legal(state)
+        assert mine == sorted((KIND_NAMES[k], o, p) for k, o, p in moves)
+        assert game_move(env, base) == moves[gbase]
+        obs, _, done, _, _ = env.step(base)
+        state = game.play(state, moves[gbase])
+        steps += 1
+    assert steps >= 10
+    with pytest.raises(ValueError, match="base move"):
+        branch_mask(np.array([1, 0, 1], np.int8), 1, 1)
+
+
+def game_move(env, a):
+    """The env action ``a``'s ``(kind code, offset, prefetch start)``."""
+    name, off, pstart = env.action_meaning(int(a))
+    return {v: k for k, v in KIND_NAMES.items()}[name], off, pstart
+
+
+# ------------------------------------------------------------------ the observation adapter
+def test_obs_adapter_shapes_and_action_row_permutation():
+    env = make_env(SCENARIO, V1)
+    obs, _ = env.reset(seed=0)
+    spec = ObsSpec.from_env(env)
+    assert spec == obs_spec_v1(env) and spec.game == "v1"
+    n = env.unwrapped.n_actions
+    assert spec.k == spec.num_actions == n == 1 + 16 + 4 * 16 and spec.buffer_dim == 10 + 9
+    a = adapt_obs(obs)
+    assert set(a) == set(OBS_KEYS) and a["buffer"].shape == (19,) and a["candidates"].shape == (n * 6,)
+    np.testing.assert_array_equal(a["buffer"], np.concatenate([obs["buffer"], obs["segment"]]))
+    torch.manual_seed(0)
+    net = MuZeroNet(spec, V1.network).eval()
+    assert net.skip_head is None and net.advantage_skip is None   # SLOW is pointer row 0
+    batch = stack_obs([a])
+    with torch.no_grad():
+        logits, _, adv = net.expert(obs_to_tensors(batch))
+    assert logits.shape == adv.shape == (1, n)
+    # permuting the action rows permutes the per-action outputs (one shared pointer head)
+    perm = np.random.default_rng(1).permutation(n)
+    rows = batch["candidates"].reshape(1, n, 6)[:, perm].reshape(1, -1)
+    with torch.no_grad():
+        logits2, _, adv2 = net.expert(obs_to_tensors({**batch, "candidates": rows}))
+    torch.testing.assert_close(logits2, logits[:, perm], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(adv2, adv[:, perm], rtol=1e-5, atol=1e-5)
+    # a v0 spec keeps its skip logit: K + 1 actions
+    v0 = ObsSpec.from_env(make_env(SCENARIO, MuZeroConfig()))
+    assert v0.game == "v0" and v0.num_actions == v0.k + 1 and MuZeroNet(v0, V1.network).skip_head is not None
+
+
+# ------------------------------------------------------------------ the policy and the gated search
+def _oracle(env, obs, legal, base):
+    """Exact advantages: every subset move's xla-msa completion (the rollout step)."""
+    times = Completions(env.static, env.k, env.j).scores(env.sim_state, np.flatnonzero(legal))
+    return np.where(legal, (times[base] - np.where(legal, times, 0.0)) / times[base], -np.inf)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_oracle_policy_at_margin_0_is_never_worse_than_xla_msa(seed):
+    scenario = mlp_scenario(seed, Fraction(1, 8) if seed != 1 else Fraction(1, 2))
+    base = _xla_msa_time(scenario)
+    policy = _time(scenario, play_v1(scenario, V1, _oracle, margin=0.0))
+    assert policy <= base * (1 + 1e-12)
+    # the same with the gated search's rollout step everywhere: the search agents' rollout
+    search = play_v1(scenario, V1, None, gate=-1.0)
+    assert _time(scenario, search) == pytest.approx(policy, rel=1e-12)
+    assert _time(scenario, search) == pytest.approx(_time(scenario, rollout_v1(
+        scenario, n_candidates=16, max_completions=None, time_limit=None)), rel=1e-12)
+    # a margin no advantage exceeds plays xla-msa's game
+    assert _time(scenario, play_v1(scenario, V1, _oracle, margin=10.0)) == pytest.approx(base, rel=1e-12)
+
+
+def test_oracle_policy_beats_xla_msa_somewhere():
+    assert _time(SCENARIO, play_v1(SCENARIO, V1, _oracle, margin=0.0)) < _xla_msa_time(SCENARIO) * (1 - 1e-6)
+
+
+def test_gate_searches_only_where_a_gain_is_predicted():
+    def gain_at_first(env, obs, legal, base, calls=[]):   # noqa: B006 - counts calls on purpose
+        calls.append(1)
+        return np.where(np.arange(legal.shape[0]) == base, 0.0, 5.0 if len(calls) == 1 else -5.0)
+
+    sol = play_v1(SCENARIO, V1, gain_at_first, gate=1.0)
+    assert sol.info["searched_moves"] == 1 and sol.info["decisions"] >= 3
+    assert _time(SCENARIO, sol) <= _xla_msa_time(SCENARIO) * (1 + 1e-12)
+    # out of time at once: xla-msa's game, no call
+    sol = play_v1(SCENARIO, V1, gain_at_first, gate=1.0, deadline=0.0, clock=lambda: 1.0)
+    assert sol.info["budget_exhausted"] and sol.info["decisions"] == 0
+    assert _time(SCENARIO, sol) == pytest.approx(_xla_msa_time(SCENARIO), rel=1e-12)
+
+
+# ------------------------------------------------------------------ checkpoints, agents, refusals
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    torch.manual_seed(0)
+    v1net = MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, V1)), V1.network)
+    save_checkpoint(root / "v1", net=v1net, config=V1, progress={})
+    v0cfg = MuZeroConfig().with_overrides(["network.version=2", *SMALL])
+    save_checkpoint(root / "v0", net=MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, v0cfg)), v0cfg.network),
+                    config=v0cfg, progress={})
+    return root
+
+
+def test_v1_checkpoint_records_its_game_and_plays_v1_only(checkpoints):
+    net, config, _ = load_network(checkpoints / "v1")
+    assert config.env.game == "v1" and net.spec.game == "v1"
+    result = solve(SCENARIO, f"muzero-pol:{checkpoints / 'v1'},margin=1e9", env="v1")   # never departs
+    assert result.speedup == pytest.approx(SCENARIO.hardware and evaluate_v1(
+        SCENARIO.workload, make_agent("xla-msa:in_env=1").solve_v1(SCENARIO).mapping, SCENARIO.hardware).speedup)
+    assert result.info["departures"] == 0 and result.info["searched_moves"] >= 1
+    with pytest.raises(ValueError, match="MallocGame-v1 only"):
+        solve(SCENARIO, f"muzero-pol:{checkpoints / 'v1'}", env="v0")
+    with pytest.raises(ValueError, match="MallocGame-v0 only"):
+        solve(SCENARIO, f"muzero-pol:{checkpoints / 'v0'}", env="v1")
+    with pytest.raises(ValueError, match="policy alone"):
+        MuZeroAgent(net, config, mode="learned")
+    with pytest.raises(ValueError, match="sims="):
+        make_agent(f"muzero-sim:{checkpoints / 'v1'},sims=4")
+    with pytest.raises(ValueError, match="finetune"):
+        make_agent(f"muzero-sim:{checkpoints / 'v1'},finetune=1")
+    agent = make_agent(f"muzero-sim:{checkpoints / 'v1'},gate=2")
+    assert agent.plays_v1 and not agent.plays_v0
+    assert agent.solve_v1(SCENARIO).info["mode"] == "simulator"
+
+
+def test_v1_training_needs_labelled_version_2(tmp_path):
+    with pytest.raises(ValueError, match="network.version=2 and train.label_fraction=1"):
+        MuZeroConfig().with_overrides(["env.game=v1"])
+    with pytest.raises(ValueError, match="network.version=2 and train.label_fraction=1"):
+        MuZeroConfig().with_overrides(["env.game=v1", "network.version=2", "train.label_fraction=0.5"])
+    with pytest.raises(ValueError, match="env.game must be one of"):
+        MuZeroConfig().with_overrides(["env.game=v2"])
+    base = ["--minutes", "0.01", "--out", str(tmp_path / "run"), "--scenario", "alexnet-train@1/8"]
+    with pytest.raises(ValueError, match=r"with --env v0\|v1, not --set env.game"):
+        train_main([*base, "--set", "env.game=v1"])
+    with pytest.raises(ValueError, match="label_fraction=1"):
+        train_main([*base, "--env", "v1", "--set", "network.version=2"])
+    with pytest.raises(ValueError, match="--ray"):
+        train_main([*base, "--env", "v1", "--set", "network.version=2", "--set", "train.label_fraction=1", "--ray"])
+    assert not (tmp_path / "run").exists()
