@@ -68,6 +68,15 @@ def trap():
     return workload, Hardware(peak_flops=1e12, slow_bw=1000.0, fast_bw=10000.0, fast_capacity=200)
 
 
+@pytest.fixture
+def trap_scenario(trap):
+    """:func:`trap` as a :class:`~mallocgym.scenarios.Scenario` named ``"trap"``."""
+    from mallocgym.scenarios import Scenario
+
+    workload, hardware = trap
+    return Scenario("trap", workload, hardware)
+
+
 def small_random_workload(seed: int, n: int, prefix: str = "r", min_span: int = 0):
     """A random ``n``-buffer workload for the SB3 tests: live ranges of ``min_span`` to
     ``min_span + 4`` ops after a random start, sizes 64-512 bytes, ops with 0, 1e3 or 5e6 flops."""

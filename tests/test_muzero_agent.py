@@ -16,7 +16,7 @@ from mallocgym.agents.muzero.mcts import play, xla_move
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
-from mallocgym.scenarios import Scenario, resolve
+from mallocgym.scenarios import resolve
 
 from conftest import baseline_script, mlp_scenario
 
@@ -29,12 +29,6 @@ SMALL = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_h
 def fresh_net(scenario, config=SMALL, seed=0):
     torch.manual_seed(seed)
     return MuZeroNet(ObsSpec.from_env(make_env(scenario, config)), config.network)
-
-
-@pytest.fixture
-def trap_scenario(trap):
-    workload, hardware = trap
-    return Scenario("trap", workload, hardware)
 
 
 def test_simulator_mode_finds_the_trap_optimum(trap_scenario):

@@ -19,7 +19,6 @@ from mallocgym.agents.muzero.labels import label_game
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.train import train
 from mallocgym.evaluate import evaluate
-from mallocgym.scenarios import Scenario
 
 from conftest import mlp_scenario
 
@@ -30,12 +29,6 @@ V2 = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidd
 DYN = V2.with_overrides(["train.label_fraction=1.0", "train.dynamics_weight=1.0", "train.unroll_steps=2"])
 RS = V2.network.residual_scale
 K = V2.env.n_candidates
-
-
-@pytest.fixture
-def trap_scenario(trap):
-    workload, hardware = trap
-    return Scenario("trap", workload, hardware)
 
 
 def trap_game(scenario, explore):

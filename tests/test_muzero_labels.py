@@ -18,7 +18,6 @@ from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.selfplay import ScenarioSource
 from mallocgym.agents.muzero.simsearch import SimulatorSearch
 from mallocgym.evaluate import evaluate
-from mallocgym.scenarios import Scenario
 
 from conftest import mlp_scenario
 
@@ -28,12 +27,6 @@ V2 = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidd
                                     "network.version=2"])
 RS = V2.network.residual_scale
 K = V2.env.n_candidates
-
-
-@pytest.fixture
-def trap_scenario(trap):
-    workload, hardware = trap
-    return Scenario("trap", workload, hardware)
 
 
 class FirstMoveGain:

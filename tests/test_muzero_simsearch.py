@@ -17,7 +17,6 @@ from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.simsearch import SimulatorSearch, bounded_logits
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
-from mallocgym.scenarios import Scenario
 
 from conftest import mlp_scenario
 
@@ -40,12 +39,6 @@ def new_search(scenario, config=SMALL, *, sims=4, model="net", **kwargs):
     if model == "net":
         model = NetworkModel(fresh_net(scenario, config).eval())
     return env, SimulatorSearch(env, model, config, num_simulations=sims, **kwargs)
-
-
-@pytest.fixture
-def trap_scenario(trap):
-    workload, hardware = trap
-    return Scenario("trap", workload, hardware)
 
 
 class FakeClock:
@@ -211,7 +204,7 @@ def test_pace_needs_a_budget_and_takes_0_or_1():
         new_search(scenario, paced)
     with pytest.raises(ValueError, match="simulator.pace spends a wall budget"):
         MuZeroAgent(fresh_net(scenario), paced, mode="simulator").solve(scenario)
-    with pytest.raises(ValueError, match="pace must be 0 or 1, got '2'"):
+    with pytest.raises(ValueError, match=r"unknown option 'pace=2' \(pace is one of 0\|1\)"):
         agent_module._parse("muzero-sim", "DIR,pace=2")
     with pytest.raises(ValueError, match="applies to muzero-sim only"):
         agent_module._parse("muzero-pol", "DIR,pace=1")
@@ -344,6 +337,45 @@ def test_every_legal_action_is_a_child():
     assert float(env.unwrapped.sim_state.totals[sim.TIME]) == pytest.approx(search.best_time, rel=1e-12)
 
 
+def test_width_keeps_xla_likes_move_and_the_networks_top_moves():
+    """Hand-worked: advantages 0.5, 2.0, -1.0, 3.0 on candidates 0-3 and 1.0 on skip (K); with
+    XLA-like's move 2 and width 3, the created moves are 2 and the two ranked highest, 3 and 1,
+    in action order; ties go to the lower action; without network output, the lowest actions."""
+    scenario = mlp_scenario(4, fraction=HALF)
+    _, search = new_search(scenario, SMALL.with_overrides(["simulator.width=3"]))
+    k = search.k
+    node = search.root
+    node.advantage = np.zeros(k + 1, np.float32)
+    node.advantage[[0, 1, 2, 3, k]] = [0.5, 2.0, -1.0, 3.0, 1.0]
+    actions = np.array([0, 1, 2, 3, k])
+    assert actions[search.widest(node, actions, base=2)].tolist() == [1, 2, 3]
+    assert actions[search.widest(node, actions, base=3)].tolist() == [1, 3, k]
+    node.advantage[[1, 3]] = 1.0                        # 1, 3 and skip tie at 1.0: the lower actions
+    assert actions[search.widest(node, actions, base=2)].tolist() == [1, 2, 3]
+    node.advantage, node.raw_logits = None, None
+    assert actions[search.widest(node, actions, base=k)].tolist() == [0, 1, k]
+
+
+@pytest.mark.parametrize("width", [2, 3])
+def test_width_limits_the_children_and_the_game_ends_at_the_incumbent(width):
+    scenario = mlp_scenario(4, fraction=HALF)
+    config = SMALL.with_overrides([f"simulator.width={width}"])
+    env, search = new_search(scenario, config, sims=6)
+    wide = 0
+    while not search.root.terminal:
+        root = search.root
+        legal, base, _ = search.legal_actions(root.state)
+        action = search.move()
+        if root.actions is not None:
+            assert len(root.actions) == min(width, len(legal)) and base in root.actions.tolist()
+            wide += len(legal) > width
+        env.unwrapped.step(action)
+    assert wide > 0                                      # some position had more moves than the width
+    assert np.array_equal(env.unwrapped.offsets, search.best_offsets)
+    assert float(env.unwrapped.sim_state.totals[sim.TIME]) == pytest.approx(search.best_time, rel=1e-12)
+    assert search.best_time <= search.start_time
+
+
 def test_bad_budgets_and_settings_are_refused(trap_scenario):
     net = fresh_net(trap_scenario)
     for bad in (0, -1.0, float("nan"), float("inf"), "5"):
@@ -362,3 +394,14 @@ def test_bad_budgets_and_settings_are_refused(trap_scenario):
         SimulatorConfig(prior_temperature=float("inf"))
     with pytest.raises(ValueError, match="max_logit_lead"):
         SimulatorConfig(max_logit_lead=-0.1)
+    for bad in (1, -2):
+        with pytest.raises(ValueError, match=r"simulator.width must be 0 \(every legal move\) or >= 2"):
+            SimulatorConfig(width=bad)
+    for bad in ("1", "x", "-2"):
+        with pytest.raises(ValueError, match="width must be 0 or an integer >= 2"):
+            agent_module._parse("muzero-sim", f"DIR,width={bad}")
+    assert agent_module._parse("muzero-sim", "DIR,width=3")[2] == ["simulator.width=3"]
+    with pytest.raises(ValueError, match="applies to muzero-sim only"):
+        agent_module._parse("muzero", "DIR,width=3")
+    with pytest.raises(ValueError, match="simulator.width expands only some moves"):
+        new_search(trap_scenario, SMALL.with_overrides(["network.version=2", "simulator.width=2"]), harvest=True)

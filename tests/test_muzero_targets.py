@@ -21,7 +21,6 @@ from mallocgym.agents.muzero.simsearch import ExpertRecord, SimulatorSearch, exp
 from mallocgym.agents.muzero.train import train
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
-from mallocgym.scenarios import Scenario
 
 from conftest import mlp_scenario
 
@@ -31,12 +30,6 @@ V2 = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidd
                                     "network.version=2"])
 RS = V2.network.residual_scale
 HALF = Fraction(1, 2)
-
-
-@pytest.fixture
-def trap_scenario(trap):
-    workload, hardware = trap
-    return Scenario("trap", workload, hardware)
 
 
 def fresh_net(scenario, config=V2, seed=0):

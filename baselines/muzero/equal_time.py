@@ -49,6 +49,7 @@ from mallocgym.workloads.generator import FAMILIES, preset
 SETS = {"validation": range(2_300_000_000, 2_300_000_003), "table": range(2_400_000_000, 2_400_000_002)}
 FRACTIONS = (Fraction(1, 8), Fraction(1, 2))
 TOL = 1e-9
+WARM_UP_BUDGET_S = 2.0   # the searches' budget on the untimed warm-up program
 
 
 def programs(name: str) -> list:
@@ -108,6 +109,8 @@ def table(args) -> dict:
     searches = {spec: make_agent(spec) for spec in args.search}
     mcts = {n: make_agent(f"mcts:simulations={n}") for n in sims}
     warm = warm_up_program()
+    for search in searches.values():   # a paced search (pace=1) needs a budget, even to warm up
+        search.set_budget(WARM_UP_BUDGET_S)
     for agent in [xla, plan, policy, *searches.values(), *mcts.values()]:
         if agent is not None:
             agent.solve_v1(warm) if env == "v1" else agent.solve(warm)
@@ -144,8 +147,8 @@ def table(args) -> dict:
             summary[f"{key} vs mcts{n}"] = compare([r[key] for r in rows], [r[f"mcts{n}"] for r in rows])
             summary[f"{key}_wall_s"] = sum(r[f"{key}_wall_s"] for r in rows)
             summary[f"{key} vs xla"] = compare([r[key] for r in rows], [r["xla"] for r in rows])
-    return {"set": args.set, "env": env, "every": args.every, "policy": args.policy, "search": args.search, "sims": sims,
-            "rows": rows, "summary": summary}
+    return {"set": args.set, "env": env, "every": args.every, "policy": args.policy, "search": args.search,
+            "sims": sims, "rows": rows, "summary": summary}
 
 
 def margins(args) -> dict:

@@ -20,7 +20,8 @@ commas:
 ``muzero-sim:DIR,gate=G`` (``simulator.gate``, version 2; issue 18 step 4) searches only where
 the predicted gain exceeds G. ``muzero-sim:DIR,pace=1`` (``simulator.pace``) spends its wall
 budget (``budget_s=S`` or the harness's) instead of stopping at ``sims`` per move; without a
-budget it is an error. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
+budget it is an error. ``muzero-sim:DIR,width=W`` (``simulator.width``) expands only XLA-like's
+move and the W - 1 moves the network ranks highest. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
 alone: one network call per decision with a choice, XLA-like's move unless the advantage head
 predicts a move better by more than ``margin=X`` (``simulator.policy_margin``;
 :func:`.labels.policy_move`); it takes ``budget_s=S`` too.
@@ -244,13 +245,17 @@ _OPTIONS = {
     "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
     "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
     "pace": ("simulator.pace", ("muzero-sim",)),            # 1: spend the wall budget (needs one)
+    "width": ("simulator.width", ("muzero-sim",)),          # expand the top W moves only
     "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
     "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
 }
+# options with a fixed set of values (pace: 0|1, a boolean field)
+_CHOICES = {"frame": FRAMES, "ens": ENSEMBLE_RULES, "pace": ("0", "1")}
+_BOOLS = {"0": "false", "1": "true"}
 _KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
           "(muzero-sim)")
 
-_KNOWN += "; gate=G, pace=0|1 (muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)"
+_KNOWN += "; gate=G, pace=0|1, width=W (muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)"
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -271,22 +276,16 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
                 raise ValueError(f"agent {kind}:{arg}: sims must be an integer >= 1, got {value!r}")
             parsed["num_simulations"] = int(value)
             continue
-        if key == "frame":
-            if value not in FRAMES:
-                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (frame is one of "
-                                 f"{'|'.join(FRAMES)})")
-            overrides.append(f"{field}={value}")
+        if key == "width":
+            if not (value.isdigit() and (int(value) == 0 or int(value) >= 2)):
+                raise ValueError(f"agent {kind}:{arg}: width must be 0 or an integer >= 2, got {value!r}")
+            overrides.append(f"{field}={int(value)}")
             continue
-        if key == "pace":
-            if value not in ("0", "1"):
-                raise ValueError(f"agent {kind}:{arg}: pace must be 0 or 1, got {value!r}")
-            overrides.append(f"{field}={'true' if value == '1' else 'false'}")
-            continue
-        if key == "ens":
-            if value not in ENSEMBLE_RULES:
-                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (ens is one of "
-                                 f"{'|'.join(ENSEMBLE_RULES)})")
-            overrides.append(f"{field}={value}")
+        if key in _CHOICES:
+            if value not in _CHOICES[key]:
+                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} is one of "
+                                 f"{'|'.join(_CHOICES[key])})")
+            overrides.append(f"{field}={_BOOLS.get(value, value) if key == 'pace' else value}")
             continue
         try:
             number = float(value)

@@ -276,6 +276,9 @@ class SimulatorConfig:
         left is not spent, the time left divided by the searched moves expected to remain
         (:meth:`mallocgym.agents.muzero.simsearch.SimulatorSearch.allowance`). False: exactly
         ``num_simulations`` per searched move, so the game may end well before its budget.
+      width: ``>= 2``: an expansion creates XLA-like's move and the ``width - 1`` other moves
+        the network ranks highest (a version-2 network's advantage head, else its logits), not
+        every legal move (``muzero-sim:DIR,width=W``); 0: every legal move.
     """
 
     num_simulations: int = 8
@@ -288,6 +291,7 @@ class SimulatorConfig:
     gate: float = -1.0
     policy_margin: float = 0.0
     pace: bool = False
+    width: int = 0
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
@@ -295,6 +299,8 @@ class SimulatorConfig:
             raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
                              f"{self.gate!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
+        if self.width == 1 or self.width < 0:
+            raise ValueError(f"simulator.width must be 0 (every legal move) or >= 2, got {self.width!r}")
         _unit("simulator", value_mix=self.value_mix)
         if not self.keep_xla:
             raise ValueError("simulator.keep_xla must be true: the simulator search returns the best "
@@ -503,7 +509,8 @@ class MuZeroConfig:
         if self.env.game == "v1" and (self.network.version != 2 or self.train.label_fraction != 1.0):
             raise ValueError("on MallocGame-v1 mallocMuZero trains only on labelled games: it needs "
                              "network.version=2 and train.label_fraction=1, got "
-                             f"network.version={self.network.version} and train.label_fraction={self.train.label_fraction!r}")
+                             f"network.version={self.network.version} and "
+                             f"train.label_fraction={self.train.label_fraction!r}")
         if self.network.version == 2:
             t = self.train
             if t.teacher_fraction > 0 or t.reanalyse_fraction > 0 or t.action_value_weight > 0:

@@ -51,6 +51,11 @@ network.
   time the best completion below it saves, in ``network.residual_scale`` units), and with
   ``harvest=True`` every expanded position with a choice becomes a training record
   (:meth:`SimulatorSearch.harvest`, :func:`expert_targets`) once the game leaves its subtree.
+- **The width** (``simulator.width >= 2``): an expansion creates only XLA-like's move and the
+  ``width - 1`` moves the network ranks highest (:meth:`SimulatorSearch.widest`), so an
+  expansion costs up to ``width - 1`` completions instead of one per legal move and the same
+  time buys a deeper tree. Every completion still starts from a created position and follows
+  XLA-like's moves, which are always created, so the incumbent stays below the root.
 - **The gate** (``simulator.gate >= 0``, version 2; issue 18, step 4: search where it pays):
   before an unexpanded root is searched, the network's predicted gain there
   (:func:`~.labels.predicted_gain`: its best predicted advantage over XLA-like's move) is read
@@ -259,9 +264,13 @@ class SimulatorSearch:
         self.residual_scale = config.network.residual_scale
         self.uses_network = self.max_lead > 0 or self.mix < 1 or self.residual
         self.gate = sc.gate if sc.gate >= 0 else None
+        self.width = sc.width
         if self.gate is not None and not self.residual:
             raise ValueError("simulator.gate needs a version-2 network (its advantage head predicts the gain)")
         self.records: list[ExpertRecord] | None = [] if harvest else None
+        if harvest and self.width:
+            raise ValueError("simulator.width expands only some moves: training positions need every legal "
+                             "move's completion (width = 0 when harvesting)")
         if harvest and not self.uses_network:
             raise ValueError("harvesting training positions needs the network's observations (a version-2 "
                              "network, or max_logit_lead > 0)")
@@ -389,6 +398,9 @@ class SimulatorSearch:
         actions, base, offsets = self.legal_actions(node.state)
         if self.uses_network and node.raw_logits is None and len(actions) > 1:
             self.evaluate([node], values=False)   # a root, or a child created without a prior
+        if self.width and len(actions) > self.width:
+            keep = self.widest(node, actions, base)
+            actions, offsets = actions[keep], offsets[keep]
         b = st.order[node.state.counters[sim.STEP]]
         children = []
         for a, off in zip(actions.tolist(), offsets.tolist()):
@@ -423,6 +435,20 @@ class SimulatorSearch:
             p.total += total
             if best < p.best:
                 p.best = best
+
+    def widest(self, node: _Node, actions: np.ndarray, base: int) -> np.ndarray:
+        """``simulator.width``: the indices into ``actions`` of the moves :meth:`expand` creates:
+        XLA-like's move ``base`` and the ``width - 1`` others the network ranks highest (a
+        version-2 network's advantage head, else its policy logits; by action on ties, and
+        the lowest actions when the network is not called), in ``actions``' order."""
+        if node.advantage is not None:
+            score = np.asarray(node.advantage, np.float64)[actions]
+        elif node.raw_logits is not None:
+            score = np.asarray(node.raw_logits, np.float64)[actions]
+        else:
+            score = np.zeros(len(actions))
+        others = [i for i in np.lexsort((actions, -score)).tolist() if actions[i] != base]
+        return np.sort(np.array([int(np.flatnonzero(actions == base)[0])] + others[:self.width - 1]))
 
     def select_child(self, node: _Node) -> int:
         """The index of the child to descend into (the module docstring's rule)."""
@@ -495,7 +521,8 @@ class SimulatorSearch:
         """The child with the best completion below it; on ties the one the incumbent mapping goes
         through (so that the incumbent stays below the root), then the most evaluated, then
         XLA-like's move, then the lowest action."""
-        _, base, offsets = self.legal_actions(node.state)
+        actions, base, offsets = self.legal_actions(node.state)
+        offsets = offsets[np.searchsorted(actions, node.actions)]   # the children's (width: some moves)
         chosen = self.best_offsets[self.st.order[node.state.counters[sim.STEP]]]
         key = [(c.best, offsets[i] != chosen, -c.visits, node.actions[i] != base, i)
                for i, c in enumerate(node.children)]
