@@ -563,12 +563,7 @@ class SimulatorSearch:
             return action
         if len(root.children) > 1:
             self.searched_moves += 1
-            if self.pace:
-                self._paced_simulations()
-            else:
-                for _ in range(self.num_simulations):
-                    if not self.simulate():
-                        break
+            self._simulations(self.allowance() if self.pace else 0.0)
         index = self.best_child(root)
         if self.records is not None:
             self.harvest(root, index)
@@ -584,11 +579,12 @@ class SimulatorSearch:
         expected = max(1.0, left * self.searched_moves / max(self.moves_made, 1))
         return max(0.0, self.deadline - self.clock()) / expected
 
-    def _paced_simulations(self) -> None:
-        """``num_simulations`` simulations, then more while :meth:`allowance` (read once, at the
-        start of the move) is not spent; the extra ones stop at the first simulation that
-        expands nothing (it reached a finished game: the tree below may be exhausted)."""
-        start, allowance = self.clock(), self.allowance()
+    def _simulations(self, allowance: float) -> None:
+        """``num_simulations`` simulations (fewer once out of time), then, with ``simulator.pace``,
+        more while ``allowance`` seconds (:meth:`allowance`, read at the start of the move) are
+        not spent; the extra ones stop at the first simulation that expands nothing (it reached
+        a finished game: the tree below may be exhausted). Allowance 0: exactly the fixed count."""
+        start = self.clock()
         done = 0
         while done < self.num_simulations or self.clock() - start < allowance:
             before = self.expansions
