@@ -186,9 +186,7 @@ class MuZeroAgent:
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """One MallocGame-v1 game (a checkpoint trained on v1 only): :func:`.v1.play_v1`."""
-        if self.game != "v1":
-            raise ValueError(f"agent {self.name!r} was trained on MallocGame-{self.game} and plays it only "
-                             f"(use --env {self.game})")
+        self._check_game("v1")
         from .v1 import network_advantage, play_v1
 
         start = self.clock()
@@ -201,10 +199,14 @@ class MuZeroAgent:
             solution.info["budget_s"] = self.budget_s
         return solution
 
-    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        if self.game != "v0":
+    def _check_game(self, game: str) -> None:
+        """Refuse to play MallocGame-``game`` with a network trained on the other game."""
+        if self.game != game:
             raise ValueError(f"agent {self.name!r} was trained on MallocGame-{self.game} and plays it only "
                              f"(use --env {self.game})")
+
+    def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
+        self._check_game("v0")
         start = self.clock()
         game = self.moves(scenario, seed=seed, start=start)
         try:
@@ -249,9 +251,9 @@ _OPTIONS = {
     "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
     "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
 }
-# options with a fixed set of values (pace: 0|1, a boolean field)
-_CHOICES = {"frame": FRAMES, "ens": ENSEMBLE_RULES, "pace": ("0", "1")}
-_BOOLS = {"0": "false", "1": "true"}
+# options with a fixed set of values: option value -> the config override's value
+_CHOICES = {"frame": {v: v for v in FRAMES}, "ens": {v: v for v in ENSEMBLE_RULES},
+            "pace": {"0": "false", "1": "true"}}
 _KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
           "(muzero-sim)")
 
@@ -285,7 +287,7 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             if value not in _CHOICES[key]:
                 raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} is one of "
                                  f"{'|'.join(_CHOICES[key])})")
-            overrides.append(f"{field}={_BOOLS.get(value, value) if key == 'pace' else value}")
+            overrides.append(f"{field}={_CHOICES[key][value]}")
             continue
         try:
             number = float(value)

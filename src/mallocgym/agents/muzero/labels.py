@@ -45,7 +45,7 @@ from .mcts import effective_legal, xla_move
 from .networks import OBS_KEYS, stack_obs
 from .simsearch import ExpertRecord, expert_targets
 
-__all__ = ["label_targets", "label_game", "predicted_gain", "policy_move", "LabelledTrajectory"]
+__all__ = ["base_move", "label_targets", "label_game", "predicted_gain", "policy_move", "LabelledTrajectory"]
 
 
 @dataclass
@@ -85,6 +85,12 @@ class LabelledTrajectory:
         return np.cumsum(self.rewards[::-1])[::-1].copy()
 
 
+def base_move(legal: np.ndarray, base: int | None = None) -> int:
+    """The move the labels and the policy measure against: ``base`` when given (MallocGame-v1:
+    xla-msa's move), else XLA-like's, :func:`~.mcts.xla_move` of ``legal``."""
+    return xla_move(legal) if base is None else int(base)
+
+
 def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float,
                   temperature: float, base: int | None = None) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Version-2 targets ``(legal bool[A], policy float32[A], residual, advantage float32[A])``
@@ -100,7 +106,7 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
     child = times[actions]
     if not np.all(np.isfinite(child) & (child > 0)):
         raise ValueError(f"every legal move needs a finite completion time > 0, got {child.tolist()}")
-    base = xla_move(legal) if base is None else int(base)
+    base = base_move(legal, base)
     if not legal[base]:
         raise ValueError(f"the base move {base} is not among the legal moves {actions.tolist()}")
     final = float(times[base])
@@ -187,7 +193,7 @@ def predicted_gain(advantage: np.ndarray, legal: np.ndarray, base: int | None = 
     advantage, and its advantage minus XLA-like's move's (``-inf`` and XLA-like's move when it
     is the only legal one). ``base``: the base move instead of XLA-like's (v1: xla-msa's)."""
     legal = np.asarray(legal, bool)
-    base = xla_move(legal) if base is None else int(base)
+    base = base_move(legal, base)
     others = legal.copy()
     others[base] = False
     if not others.any():
@@ -201,6 +207,4 @@ def policy_move(advantage: np.ndarray, legal: np.ndarray, margin: float, base: i
     """The policy's move (step 5): the move of :func:`predicted_gain` when its gain exceeds
     ``margin``, else XLA-like's move (or ``base``, v1: xla-msa's)."""
     gain, move = predicted_gain(advantage, legal, base)
-    if gain > margin:
-        return move
-    return xla_move(legal) if base is None else int(base)
+    return move if gain > margin else base_move(legal, base)
