@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from ...scenarios import Scenario
 from .config import MuZeroConfig
-from .learner import Learner, _ce, _cosine_gap
+from .learner import Learner, _ce, consistency_gap, consistency_targets
 from .mcts import NetworkModel
 from .networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors, scale_gradient
 from .replay import GameRecord, Replay, obs_arrays
@@ -242,14 +242,7 @@ def dynamics_loss(net: MuZeroNet, replay: TrajectoryReplay, idx: np.ndarray,
     actions = torch.from_numpy(tg["actions"])
     out = net.initial_inference(obs_to_tensors(replay.observations(idx)))
     latent, cands, value_logits, policy_logits = out.latent, out.cands, out.value_logits, out.policy_logits
-    later = None
-    if t.consistency_weight > 0:
-        obs = replay.observations(tg["positions"][:, 1:].reshape(-1))
-        with torch.no_grad():
-            tl, tc = net.represent(obs_to_tensors(obs))
-        b = len(idx)
-        later = (tl.reshape(b, K, -1), tc.reshape(b, K, *tc.shape[1:]),
-                 torch.from_numpy(obs["candidates"].reshape(b, K, net.spec.k, -1)[..., 0] > 0).float())
+    later = consistency_targets(net, replay, tg["positions"]) if t.consistency_weight > 0 else None
     zero = torch.zeros(len(idx))
     value, reward, policy, adv, res, consistency = zero, zero, zero, zero, zero, zero
     reward_err, adv_err, adv_count = 0.0, 0.0, 0.0
@@ -258,9 +251,7 @@ def dynamics_loss(net: MuZeroNet, replay: TrajectoryReplay, idx: np.ndarray,
             step = net.recurrent_inference(scale_gradient(latent, 0.5), scale_gradient(cands, 0.5), actions[:, k - 1])
             reward = reward + _ce(step.reward_logits, rs.encode(r[:, k]))
             if later is not None:
-                tl, tc, present = later[0][:, k - 1], later[1][:, k - 1], later[2][:, k - 1]
-                slots = (_cosine_gap(step.cands, tc) * present).sum(-1) / present.sum(-1).clamp(min=1.0)
-                consistency = consistency + inside[:, k] * (_cosine_gap(step.latent, tl) + slots)
+                consistency = consistency + inside[:, k] * consistency_gap(step, later, k)
             latent, cands, value_logits, policy_logits = step.latent, step.cands, step.value_logits, step.policy_logits
             with torch.no_grad():
                 reward_err += float((rs.decode(step.reward_logits) - r[:, k]).abs().mean())

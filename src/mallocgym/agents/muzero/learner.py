@@ -68,6 +68,28 @@ def _cosine_gap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return 1.0 - F.cosine_similarity(x, y, dim=-1, eps=1e-6)
 
 
+def consistency_targets(net: MuZeroNet, replay: Replay, positions: np.ndarray) -> tuple:
+    """The consistency term's targets for an unroll along ``positions [B, K + 1]`` of ``replay``:
+    ``(latent [B, K, H], candidate rows [B, K, C, D], present [B, K, C])``, the encodings (no
+    gradient) of the real observations 1..K moves after each sample and which of their
+    candidate rows are filled."""
+    b, k = positions.shape[0], positions.shape[1] - 1
+    later = replay.observations(positions[:, 1:].reshape(-1))
+    with torch.no_grad():
+        tl, tc = net.represent(obs_to_tensors(later))
+    return (tl.reshape(b, k, -1), tc.reshape(b, k, *tc.shape[1:]),
+            torch.from_numpy(later["candidates"].reshape(b, k, net.spec.k, -1)[..., 0] > 0).float())
+
+
+def consistency_gap(step, targets: tuple, k: int) -> torch.Tensor:
+    """``[B]``: the unrolled state ``step`` (dynamics step ``k >= 1``) against the encoding of
+    the real observation ``k`` moves later (:func:`consistency_targets`): the latent's cosine
+    gap plus the mean gap over the filled candidate rows."""
+    tl, tc, present = targets[0][:, k - 1], targets[1][:, k - 1], targets[2][:, k - 1]
+    slots = (_cosine_gap(step.cands, tc) * present).sum(-1) / present.sum(-1).clamp(min=1.0)
+    return _cosine_gap(step.latent, tl) + slots
+
+
 class Learner:
     """Owns the optimiser; :meth:`step` samples a batch from the replay and updates the net."""
 
@@ -136,14 +158,7 @@ class Learner:
         consistency = torch.zeros_like(value_loss)
         with torch.no_grad():
             priorities = (vs.decode(out.value_logits) - z[:, 0]).abs().numpy()
-        targets = None
-        if t.consistency_weight > 0:
-            later = replay.observations(tg.positions[:, 1:].reshape(-1))
-            with torch.no_grad():
-                tl, tc = net.represent(obs_to_tensors(later))
-            b = len(idx)
-            targets = (tl.reshape(b, K, -1), tc.reshape(b, K, *tc.shape[1:]),
-                       torch.from_numpy(later["candidates"].reshape(b, K, net.spec.k, -1)[..., 0] > 0).float())
+        targets = consistency_targets(net, replay, tg.positions) if t.consistency_weight > 0 else None
         action_value = torch.zeros_like(value_loss)
         if t.action_value_weight > 0:
             action_value = self._action_value_loss(replay, idx, out.latent, out.cands)
@@ -156,10 +171,7 @@ class Learner:
             value_loss = value_loss + _ce(step.value_logits, vs.encode(z[:, k])) / K
             policy_loss = policy_loss + m * _ce(step.policy_logits, pi[:, k]) / K
             if targets is not None:
-                tl, tc, present = targets[0][:, k - 1], targets[1][:, k - 1], targets[2][:, k - 1]
-                gap = _cosine_gap(step.latent, tl)
-                slots = (_cosine_gap(step.cands, tc) * present).sum(-1) / present.sum(-1).clamp(min=1.0)
-                consistency = consistency + m * (gap + slots) / K
+                consistency = consistency + m * consistency_gap(step, targets, k) / K
             latent, cands = step.latent, step.cands
         per_sample = (t.value_loss_weight * value_loss + policy_loss + reward_loss
                       + t.consistency_weight * consistency + t.action_value_weight * action_value)
