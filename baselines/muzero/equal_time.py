@@ -113,7 +113,7 @@ def table(args) -> dict:
         search.set_budget(WARM_UP_BUDGET_S)
     for agent in [xla, plan, policy, *searches.values(), *mcts.values()]:
         if agent is not None:
-            agent.solve_v1(warm) if env == "v1" else agent.solve(warm)
+            run(agent, warm, env)
     rows = []
     for scenario in scenarios:
         row = {"scenario": scenario.name, "buffers": int(scenario.workload.size.shape[0])}
@@ -154,8 +154,10 @@ def table(args) -> dict:
 def margins(args) -> dict:
     scenarios = programs(args.set)
     values = [float(m) for m in args.margins.split(",")]
-    base = [run(base_agent(args.env), s, args.env)[0] for s in scenarios]
-    plan = [run(make_agent("xla-msa"), s, args.env)[0] for s in scenarios] if args.env == "v1" else None
+    base_solver = base_agent(args.env)
+    base = [run(base_solver, s, args.env)[0] for s in scenarios]
+    plan_solver = make_agent("xla-msa") if args.env == "v1" else None
+    plan = [run(plan_solver, s, args.env)[0] for s in scenarios] if plan_solver is not None else None
     out = {}
     for m in values:
         agent = make_agent(f"muzero-pol:{args.checkpoint},margin={m:g}")
