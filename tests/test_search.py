@@ -12,7 +12,7 @@ from mallocgym import Hardware, Workload, evaluate, heuristics
 from mallocgym.agents import make_agent
 from mallocgym.agents.base import parse_config
 from mallocgym.agents.search import (BeamAgent, BeamConfig, MCTSAgent, MCTSConfig, RolloutAgent,
-                                     RolloutConfig)
+                                     RolloutConfig, pace_allowance)
 from mallocgym.env import MallocGameEnv
 from mallocgym.harness import solve
 from mallocgym.scenarios import capacity_for, resolve
@@ -326,3 +326,67 @@ def test_make_readme_lists_training_budgets(tmp_path):
     (tmp_path / "mz" / "train-log.jsonl").write_text(json.dumps(log[0]) + "\n")
     with pytest.raises(ValueError, match="no 'end' event"):
         mr.training_budgets(tmp_path)
+
+
+# ----------------------------------------------------------------------------- pace
+def test_pace_allowance_hand_worked():
+    """10 s left, 4 buffers to place (this one included), 1 of 2 decisions so far searched
+    (f = 0.5). Equal shares: 4 x 0.5 = 2 searched decisions expected, 5 s each. By length: the
+    decisions weigh 4, 3, 2, 1 (10 in all), half of them searched: 5, so this one (weight 4)
+    gets 10 x 4 / 5 = 8 s, i.e. 10 / (0.5 x 5 / 2)."""
+    assert pace_allowance(10.0, 4, 1, 2) == pytest.approx(5.0)
+    assert pace_allowance(10.0, 4, 1, 2, by_length=True) == pytest.approx(8.0)
+    # the last buffer, or nothing searched yet: at most the whole time left
+    assert pace_allowance(10.0, 1, 1, 1, by_length=True) == pytest.approx(10.0)
+    assert pace_allowance(10.0, 40, 0, 3) == pytest.approx(10.0)
+    assert pace_allowance(-1.0, 4, 1, 2) == 0.0 and pace_allowance(-1.0, 4, 1, 2, by_length=True) == 0.0
+
+
+def test_mcts_pace_spends_its_time_limit(monkeypatch):
+    """Each completion takes 0.001 fake s: one simulation per decision ends far inside 0.5 s;
+    paced, the same search runs more simulations and ends within the limit plus one
+    simulation, never worse than XLA-like."""
+    from mallocgym.agents.search import UCT, V0Game
+    from mallocgym import sim
+
+    scenario = resolve(MINIMALLOC / "C.1048576.csv")
+    clock = [0.0]
+    real = V0Game.complete
+
+    def complete(self, state):
+        clock[0] += 0.001
+        return real(self, state)
+
+    monkeypatch.setattr(V0Game, "complete", complete)
+
+    def run(cfg):
+        clock[0] = 0.0
+        st = sim.compile_scenario(scenario.workload, scenario.hardware, "boundedness")
+        game = V0Game(st, cfg.n_candidates)
+        sims = UCT(game, game.root, cfg).run(cfg.time_limit, clock=lambda: clock[0])
+        return sims, clock[0], game.incumbent
+
+    fixed_sims, fixed_time, _ = run(MCTSConfig(simulations=1, time_limit=0.5))
+    paced_sims, paced_time, incumbent = run(MCTSConfig(simulations=1, time_limit=0.5, pace=True))
+    assert fixed_time < 0.25 and paced_sims > 2 * fixed_sims
+    assert 0.25 < paced_time <= 0.5 + 0.001 + 1e-9
+    xla = evaluate(scenario.workload, heuristics.xla_like(scenario), scenario.hardware).time
+    assert evaluate(scenario.workload, incumbent.offsets, scenario.hardware).time <= xla * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("mcts:pace=1", "pace=1 spends a wall budget"),
+    ("mcts:pace=1,time_limit=5,order=canonical", "pace=1 paces the default game only"),
+    ("mcts:pace=2", "cannot read '2'"),
+])
+def test_mcts_pace_refusals(spec, match):
+    scenario = resolve(MINIMALLOC / "C.1048576.csv")
+    with pytest.raises(ValueError, match=match):
+        make_agent(spec).solve(scenario)
+
+
+def test_mcts_pace_is_refused_on_v1():
+    from conftest import mlp_scenario
+
+    with pytest.raises(ValueError, match="pace=1 is a MallocGame-v0 setting"):
+        make_agent("mcts:pace=1,time_limit=5").solve_v1(mlp_scenario(0))

@@ -15,7 +15,8 @@ buffers, at 1/8 and 1/2 of peak live bytes; training draws seeds uniformly from 
 solved by every agent first, untimed): XLA-like; the policy (``--policy SPEC``); then for each
 ``mcts`` simulation count ``N`` (``--sims``), ``mcts:simulations=N`` (its wall time ``w_N``)
 and each search (``--search SPEC``, repeatable) given ``budget_s = w_N`` on that scenario: the same wall
-time. ``margins`` mode: the policy agent at each margin on a set (cheap: one network call per
+time (:func:`mallocgym.harness.with_budget`: a ``mcts:...,pace=1`` control gets it as its
+``time_limit``). ``margins`` mode: the policy agent at each margin on a set (cheap: one network call per
 decision).
 
     python baselines/muzero/equal_time.py table --set test --policy muzero-pol:DIR,margin=M \\
@@ -43,6 +44,7 @@ import torch
 
 from mallocgym.agents import make_agent
 from mallocgym.evaluate import evaluate
+from mallocgym.harness import with_budget
 from mallocgym.scenarios import WorkloadGenerator, suite
 from mallocgym.workloads.generator import FAMILIES, preset
 
@@ -110,7 +112,7 @@ def table(args) -> dict:
     mcts = {n: make_agent(f"mcts:simulations={n}") for n in sims}
     warm = warm_up_program()
     for search in searches.values():   # a paced search (pace=1) needs a budget, even to warm up
-        search.set_budget(WARM_UP_BUDGET_S)
+        with_budget(search, WARM_UP_BUDGET_S)
     for agent in [xla, plan, policy, *searches.values(), *mcts.values()]:
         if agent is not None:
             run(agent, warm, env)
@@ -126,7 +128,7 @@ def table(args) -> dict:
             row[f"mcts{n}"], wall = run(mcts[n], scenario, env)
             row[f"mcts{n}_wall_s"] = wall
             for spec, search in searches.items():
-                search.set_budget(wall)
+                with_budget(search, wall)
                 row[f"{spec}@{n}"], row[f"{spec}@{n}_wall_s"] = run(search, scenario, env)
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)

@@ -149,6 +149,17 @@ def paint(st, image, b, offset):
 
 
 @njit(cache=True)
+def paint_placed(st, state, image):
+    """Set ``image`` to the occupancy image of ``state``: every buffer decided so far and placed
+    in fast memory painted at its offset, in decision order (what the env's steps paint)."""
+    image[:] = 0.0
+    for i in range(state.counters[STEP]):
+        b = st.order[i]
+        if state.offsets[b] >= 0:
+            paint(st, image, b, state.offsets[b])
+
+
+@njit(cache=True)
 def observe(st, state, norm, scratch, image, obs, k):
     """Fill ``obs`` for the buffer about to be decided; return the number of candidates."""
     n = st.size.shape[0]

@@ -21,12 +21,16 @@ XLA-like.
   expand each by every legal action, keep the ``width`` best children. ``width = 1`` is rollout.
 - **mcts**: UCT with ``simulations`` per decision: select by UCB1 on min-max normalised values,
   expand one child, score it by its XLA-like completion, back up mean and best; then commit to
-  the child with the best completion found below it and reuse its subtree.
+  the child with the best completion found below it and reuse its subtree. With ``pace=1`` (and
+  a ``time_limit``) a decision runs at least ``simulations`` and goes on while its share of the
+  time left (:func:`pace_allowance`) is not spent, instead of a fixed count that may end the
+  game early or late. mallocMuZero's ``muzero-sim:DIR,tree=uct`` plays this same search with
+  the children of every position created in the network's order (:mod:`.muzero.ordered`).
 
 **The canonical decision mode** (``order=canonical`` in any of the three specs,
 ``rollout:order=canonical``): the same three searches play MallocGame-v0's canonical mode
 (:mod:`mallocgym.sim.canonical`; the env's ``order="canonical"``) through a small game interface
-(:class:`_V0Game` and :class:`_CanonicalGame` give each search the same moves); leaves are then
+(:class:`V0Game` and :class:`_CanonicalGame` give each search the same moves); leaves are then
 scored by that mode's greedy completion (the lowest candidate placed when it saves time now,
 else sent to slow memory), and the incumbent starts from it, so there the guarantee is "never
 worse than that greedy", not XLA-like. ``levels=2`` is the default game's only.
@@ -53,7 +57,7 @@ from ..sim import STEP, TIME
 from .base import Solution, parse_config
 
 __all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "RolloutAgent", "BeamAgent", "MCTSAgent",
-           "CompletionScorer", "search_factory"]
+           "CompletionScorer", "search_factory", "pace_allowance", "UCT", "V0Game"]
 
 
 # ---------------------------------------------------------------------------------- configs
@@ -85,9 +89,11 @@ def _v0_only_settings(cfg) -> None:
 
 
 def _v1_settings(cfg) -> None:
-    """``order=canonical`` is a MallocGame-v0 mode."""
+    """``order=canonical`` and ``pace=1`` are MallocGame-v0 settings."""
     if cfg.order != "boundedness":
         raise ValueError(f"order={cfg.order} is a MallocGame-v0 mode; on MallocGame-v1 leave order unset")
+    if getattr(cfg, "pace", False):
+        raise ValueError("pace=1 is a MallocGame-v0 setting (the v1 searches run a fixed count per decision)")
 
 
 def _check_max_completions(cfg) -> None:
@@ -170,6 +176,9 @@ class MCTSConfig:
       order: the v0 game played: ``boundedness`` (the default game, XLA-like completions) or
         ``canonical`` (the canonical decision mode; completions by its greedy policy: the
         lowest candidate placed when it saves time, else sent to slow memory).
+      pace: spend ``time_limit`` (v0 only; needs a ``time_limit``): a decision with a choice
+        runs at least ``simulations`` and goes on while its share of the time left
+        (:func:`pace_allowance`) is not spent. False: exactly ``simulations`` per decision.
     """
 
     simulations: int = 32
@@ -178,6 +187,7 @@ class MCTSConfig:
     time_limit: float | None = None
     completion: str = "xla-msa"
     order: str = "boundedness"
+    pace: bool = False
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -185,6 +195,29 @@ class MCTSConfig:
             raise ValueError(f"simulations must be >= 1, got {self.simulations}")
         if not (math.isfinite(self.c_uct) and self.c_uct >= 0):
             raise ValueError(f"c_uct must be a finite number >= 0, got {self.c_uct}")
+        if not isinstance(self.pace, bool):
+            raise ValueError(f"pace must be 0 or 1 (false or true), got {self.pace!r}")
+
+
+def pace_allowance(time_left: float, left: int, searched: int, made: int, *, by_length: bool = False) -> float:
+    """Seconds a searched decision may take when a search spends its wall budget (``pace``).
+
+    ``left``: the buffers still to place (this one included); ``searched`` of ``made``: the
+    decisions so far that were searched (this one counted in both; forced decisions are not
+    searched), so ``f = searched / made`` is the fraction expected to be searched from here on.
+
+    - ``by_length=False``: an equal share, ``time_left`` divided by the searched decisions
+      expected (``max(1, f * left)``).
+    - ``by_length=True``: a share proportional to the length of the game still to play, which is
+      what a simulation's XLA-like completion costs: decision ``j`` (``left_j`` buffers to go)
+      weighs ``left_j``, the decisions expected from here weigh ``f * left * (left + 1) / 2`` in
+      all, so this one gets ``time_left * 2 / (f * (left + 1))`` (at most ``time_left``): about
+      the same number of simulations at every decision, as a fixed count gives.
+    """
+    f = searched / max(made, 1)
+    if by_length:
+        return max(0.0, time_left) / max(1.0, f * (left + 1) / 2)
+    return max(0.0, time_left) / max(1.0, left * f)
 
 
 # ---------------------------------------------------------------------------------- kernels
@@ -419,14 +452,17 @@ class _Incumbent:
 
 
 class _Budget:
-    def __init__(self, max_completions: int | None, time_limit: float | None):
+    """Completions and wall seconds (from its creation, read on ``clock``) a search may spend."""
+
+    def __init__(self, max_completions: int | None, time_limit: float | None, clock=time.perf_counter):
         self.max_completions = max_completions
-        self.deadline = None if time_limit is None else time.perf_counter() + time_limit
+        self.clock = clock
+        self.deadline = None if time_limit is None else clock() + time_limit
 
     def exhausted(self, completions: int, upcoming: int = 0) -> bool:
         if self.max_completions is not None and completions + upcoming > self.max_completions:
             return True
-        return self.deadline is not None and time.perf_counter() >= self.deadline
+        return self.deadline is not None and self.clock() >= self.deadline
 
 
 def _setup(scenario: Scenario) -> tuple[sim.Static, sim.State]:
@@ -435,7 +471,7 @@ def _setup(scenario: Scenario) -> tuple[sim.Static, sim.State]:
 
 
 # ---------------------------------------------------------------------------------- games
-class _V0Game:
+class V0Game:
     """MallocGame-v0's default game for the search agents. A position is a
     :class:`~mallocgym.sim.State`; a move is an offset (-1 = skip); leaves are scored by XLA-like
     completions, and the best complete mapping is kept.
@@ -461,6 +497,10 @@ class _V0Game:
 
     def n_legal(self, state) -> int:
         return 0 if self.done(state) else self.scratch.candidates(self.st, state, self.k) + 1
+
+    def left(self, state) -> int:
+        """Decisions still to make from ``state`` (the current one included)."""
+        return self.n - int(state.counters[STEP])
 
     def legal(self, state) -> tuple[list, int]:
         count = self.scratch.candidates(self.st, state, self.k)
@@ -491,7 +531,7 @@ class _V0Game:
 
 class _CanonicalGame:
     """MallocGame-v0's canonical decision mode (:mod:`mallocgym.sim.canonical`) for the search
-    agents, with :class:`_V0Game`'s interface. A position is a pair ``(sim.State, Canon)``; a
+    agents, with :class:`V0Game`'s interface. A position is a pair ``(sim.State, Canon)``; a
     move is a buffer id ``b`` (place it at its lowest free offset) or ``b + N`` (send it to
     slow memory), among the ``K`` candidates shown; leaves are scored by the mode's greedy
     completion (:func:`~mallocgym.sim.canonical.run_canonical`)."""
@@ -553,7 +593,7 @@ class _CanonicalGame:
 def _game(scenario: Scenario, cfg):
     """The game ``cfg.order`` names, on ``scenario``."""
     st = sim.compile_scenario(scenario.workload, scenario.hardware, "boundedness")
-    return (_CanonicalGame if cfg.order == "canonical" else _V0Game)(st, cfg.n_candidates)
+    return (_CanonicalGame if cfg.order == "canonical" else V0Game)(st, cfg.n_candidates)
 
 
 # ---------------------------------------------------------------------------------- rollout
@@ -704,9 +744,9 @@ class _Node:
         self.best = value
 
 
-class _UCT:
+class UCT:
     """One MCTS run on one scenario (the agent itself keeps no search state). ``game`` gives
-    the rules: ``done``, ``legal``, ``play``, ``complete`` (see :class:`_V0Game`)."""
+    the rules: ``done``, ``legal``, ``play``, ``complete`` (see :class:`V0Game`)."""
 
     def __init__(self, game, root, cfg: MCTSConfig):
         self.game, self.cfg = game, cfg
@@ -779,18 +819,32 @@ class _UCT:
                 best_i, key = i, (c.best, c.visits, -i)
         self.root = root.children[best_i] or self.child(root, best_i)
 
-    def run(self, time_limit: float | None) -> int:
-        """Search and commit decision by decision to the end; return the simulations run."""
-        budget = _Budget(None, time_limit)
-        sims = 0
+    def run(self, time_limit: float | None, clock=time.perf_counter) -> int:
+        """Search and commit decision by decision to the end; return the simulations run. With
+        ``cfg.pace`` (and a ``time_limit``) a decision with a choice runs at least
+        ``cfg.simulations`` and goes on while its :func:`pace_allowance` is not spent; the
+        allowance is read on ``clock`` at the decision's start from the buffers left
+        (``game.left(state)``, the default v0 game's only) and the share of decisions searched."""
+        budget = _Budget(None, time_limit, clock)
+        if self.cfg.pace and budget.deadline is None:
+            raise ValueError("pace=1 spends a wall budget: give the search a time_limit (or the harness's --budget-s)")
+        clock = budget.clock
+        sims = made = searched = 0
         while not self.game.done(self.root.state):
             self.expand(self.root)
+            made += 1
             if len(self.root.actions) > 1:
                 if budget.exhausted(0):
                     break  # out of time: the best mapping found so far stands
-                for _ in range(self.cfg.simulations):
+                searched += 1
+                start = clock()
+                allowance = (pace_allowance(budget.deadline - start, self.game.left(self.root.state), searched, made,
+                                            by_length=True) if self.cfg.pace else 0.0)
+                done = 0
+                while done < self.cfg.simulations or (clock() - start < allowance and not budget.exhausted(0)):
                     self.simulate()
-                    sims += 1
+                    done += 1
+                sims += done
             self.commit()
         return sims
 
@@ -805,8 +859,10 @@ class MCTSAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         _v0_only_settings(cfg)
+        if cfg.pace and cfg.order != "boundedness":
+            raise ValueError("pace=1 paces the default game only (order=boundedness)")
         game = _game(scenario, cfg)
-        sims = _UCT(game, game.root, cfg).run(cfg.time_limit)
+        sims = UCT(game, game.root, cfg).run(cfg.time_limit)
         inc = game.incumbent
         return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions})
 

@@ -12,7 +12,7 @@ Branching: at a decision the agents try ``SLOW``, ``FAST`` at the ``fast_branch`
 offsets (2 by default; on a later segment the one keep), ``PREFETCH`` at each of the
 picker's start times with its best-fit offset, and the default policy's own move: at most
 ``1 + 2 + J + 1`` moves instead of the env's ``1 + K + J * K`` actions. Forced positions are played as the env plays them. MCTS is
-the same UCT as on v0 (:class:`mallocgym.agents.search._UCT`).
+the same UCT as on v0 (:class:`mallocgym.agents.search.UCT`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..heuristics_v1 import complete_greedy, greedy_move, new_game
 from ..scenarios import Scenario
 from ..sim import msa, v1, v1_obs
 from .base import Solution
-from .search import MCTSConfig, _Budget, _UCT
+from .search import MCTSConfig, _Budget, UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
 
@@ -155,5 +155,5 @@ def beam_v1(scenario: Scenario, *, width: int, n_candidates: int, max_completion
 def mcts_v1(scenario: Scenario, cfg: MCTSConfig) -> Solution:
     """UCT (as on v0) with default-policy completions."""
     game = V1Game(scenario, n_candidates=cfg.n_candidates, completion=cfg.completion)
-    sims = _UCT(game, game.root, cfg).run(cfg.time_limit)
+    sims = UCT(game, game.root, cfg).run(cfg.time_limit)
     return game.solution(simulations=sims)

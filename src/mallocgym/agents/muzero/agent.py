@@ -21,7 +21,13 @@ commas:
 the predicted gain exceeds G. ``muzero-sim:DIR,pace=1`` (``simulator.pace``) spends its wall
 budget (``budget_s=S`` or the harness's) instead of stopping at ``sims`` per move; without a
 budget it is an error. ``muzero-sim:DIR,width=W`` (``simulator.width``) expands only XLA-like's
-move and the W - 1 moves the network ranks highest. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
+move and the W - 1 moves the network ranks highest. ``muzero-sim:DIR,tree=uct``
+(``simulator.tree``) plays the plain ``mcts`` search with every position's moves tried in the
+network's order (:mod:`.ordered`); it takes ``sims=N``, ``pace=1`` and ``budget_s=S`` only.
+``muzero-sim:DIR,then=uct|mcts[,share=S]`` (``simulator.then``, needs a budget) gives the
+Gumbel tree ``1 - S`` of the budget (default S = 0.5) and then runs the ``tree=uct`` search
+(``uct``) or the plain ``mcts`` search (``mcts``, no network), paced, on the rest, from the
+first search's best mapping. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
 alone: one network call per decision with a choice, XLA-like's move unless the advantage head
 predicts a move better by more than ``margin=X`` (``simulator.policy_margin``;
 :func:`.labels.policy_move`); it takes ``budget_s=S`` too.
@@ -52,7 +58,7 @@ import torch
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import ENSEMBLE_RULES, FRAMES, MuZeroConfig
+from .config import ENSEMBLE_RULES, FRAMES, THENS, TREES, MuZeroConfig
 from .labels import policy_move
 from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
@@ -132,15 +138,18 @@ class MuZeroAgent:
             raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
         self.budget_s = None if budget_s is None else float(budget_s)
 
-    def moves(self, scenario: Scenario, *, seed: int = 0, start: float | None = None):
+    def moves(self, scenario: Scenario, *, seed: int = 0, start: float | None = None,
+              budget_s: float | None = None):
         """Play one game, yielding ``(env, legal, action)`` before each move is made (``env``:
         the unwrapped MallocGame env at the position, ``legal``: the search's legal actions);
         returns the final ``info`` and a dict of details (searched moves; in simulator mode the
         search itself under ``"search"``). :meth:`solve` plays it out;
         ``baselines/muzero/departures.py`` inspects it. ``start``: the ``clock`` reading the
-        budget counts from (default: now)."""
+        budget counts from (default: now); ``budget_s``: the game's budget in place of the
+        agent's (a first stage's share of it)."""
         start = self.clock() if start is None else start
-        deadline = None if self.budget_s is None else start + self.budget_s
+        budget_s = self.budget_s if budget_s is None else budget_s
+        deadline = None if budget_s is None else start + budget_s
         env = make_env(scenario, self.config)
         u = env.unwrapped
         spec = ObsSpec.from_env(env)
@@ -208,7 +217,37 @@ class MuZeroAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         self._check_game("v0")
         start = self.clock()
-        game = self.moves(scenario, seed=seed, start=start)
+        sim_config = self.config.simulator
+        if self.mode == "simulator" and sim_config.tree == "uct":
+            if sim_config.pace and self.budget_s is None:
+                raise ValueError("simulator.pace spends a wall budget: give the search one "
+                                 "(muzero-sim:DIR,tree=uct,pace=1,budget_s=S or the harness's --budget-s)")
+            return self._solve_uct(scenario, start, network_order=True, simulations=self.num_simulations,
+                                   pace=sim_config.pace)
+        if self.mode == "simulator" and sim_config.then != "none":
+            return self._solve_then(scenario, start, seed)
+        solution, _ = self._play(scenario, seed, start)
+        return solution
+
+    def _solve_then(self, scenario: Scenario, start: float, seed: int) -> Solution:
+        """``simulator.then``: the Gumbel tree with ``1 - then_share`` of the budget, then the
+        second search (paced, one simulation per decision at least) with the rest, from the
+        first one's best mapping."""
+        sim_config = self.config.simulator
+        if self.budget_s is None:
+            raise ValueError(f"simulator.then = {sim_config.then} splits a wall budget between two searches: give "
+                             "one (muzero-sim:DIR,then=...,budget_s=S or the harness's --budget-s)")
+        first, search = self._play(scenario, seed, start, budget_s=self.budget_s * (1.0 - sim_config.then_share))
+        second = self._solve_uct(scenario, start, network_order=sim_config.then == "uct", simulations=1, pace=True,
+                                 incumbent=(search.best_time, search.best_offsets))
+        details = dict(first.info)
+        details["then"] = {"search": sim_config.then, "share": sim_config.then_share, **second.info}
+        details["improved_by_then"] = bool(second.info["best_time"] < search.best_time)
+        return Solution(second.offsets, info=details)
+
+    def _play(self, scenario: Scenario, seed: int, start: float, budget_s: float | None = None):
+        """One game of :meth:`moves` played out: ``(solution, the simulator search or None)``."""
+        game = self.moves(scenario, seed=seed, start=start, budget_s=budget_s)
         try:
             while True:
                 next(game)
@@ -225,13 +264,50 @@ class MuZeroAgent:
         if search is None:
             if self.budget_s is not None:
                 details["budget_exhausted"] = extra["budget_exhausted"]
-            return Solution(offsets, info=details)
+            return Solution(offsets, info=details), None
         # the game followed the incumbent to its end: the played mapping is the best one seen
         if not np.array_equal(offsets, search.best_offsets):
             raise RuntimeError("the simulator search's game did not end at its best mapping (a bug)")
         details.update(search.info())
         details["kept_xla"] = bool(search.best_time >= search.start_time)
-        return Solution(offsets, info=details)
+        return Solution(offsets, info=details), search
+
+
+    def _solve_uct(self, scenario: Scenario, start: float, *, network_order: bool, simulations: int, pace: bool,
+                   incumbent: tuple[float, np.ndarray] | None = None) -> Solution:
+        """The plain ``mcts`` search (:class:`~..search.UCT`, its default constants) until the
+        budget counted from ``start`` is spent, ``simulations`` per decision (``pace``: at
+        least that many, then the decision's share of the budget); with ``network_order`` over
+        :class:`.ordered.OrderedGame` (``simulator.tree = uct``). ``incumbent``: a mapping
+        ``(completion time, offsets)`` to start from (``simulator.then``); the solution is the
+        best mapping seen, its time in ``info["best_time"]``."""
+        from ..search import UCT, MCTSConfig, V0Game
+        from .ordered import NetworkOrder, OrderedGame
+
+        if self.config.env.order != "boundedness":
+            raise ValueError(f"tree=uct and then= play MallocGame-v0's default decision order; this checkpoint "
+                             f"was trained with order={self.config.env.order!r}")
+        env = make_env(scenario, self.config)
+        spec = ObsSpec.from_env(env)
+        if spec != self.net.spec:
+            raise ValueError(f"the network was trained on observations {self.net.spec}, the env gives {spec}")
+        u = env.unwrapped
+        game = V0Game(u.static, int(u.k))
+        if incumbent is not None:
+            game.incumbent.offer(*incumbent)
+        order = NetworkOrder(env, self.model, version2=self.config.network.version >= 2) if network_order else None
+        time_limit = None
+        if self.budget_s is not None:
+            time_limit = max(self.budget_s - (self.clock() - start), 1e-9)
+        config = MCTSConfig(simulations=simulations, n_candidates=int(u.k), time_limit=time_limit, pace=pace)
+        sims = UCT(game if order is None else OrderedGame(game, order), game.root, config).run(time_limit,
+                                                                                              clock=self.clock)
+        details = {"mode": self.mode, "tree": "uct" if network_order else "mcts", "simulations": simulations,
+                   "simulations_run": sims, "completions": game.incumbent.completions,
+                   "network_calls": 0 if order is None else order.calls, "best_time": float(game.incumbent.time[0])}
+        if self.budget_s is not None:
+            details["budget_s"] = self.budget_s
+        return Solution(game.incumbent.offsets.copy(), info=details)
 
 
 # option -> (config field or None for an agent argument, the modes it applies to)
@@ -248,16 +324,21 @@ _OPTIONS = {
     "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
     "pace": ("simulator.pace", ("muzero-sim",)),            # 1: spend the wall budget (needs one)
     "width": ("simulator.width", ("muzero-sim",)),          # expand the top W moves only
+    "tree": ("simulator.tree", ("muzero-sim",)),            # uct: plain mcts in the network's order
+    "then": ("simulator.then", ("muzero-sim",)),            # a second search after the Gumbel tree
+    "share": ("simulator.then_share", ("muzero-sim",)),     # the second search's share of the budget
     "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
     "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
 }
 # options with a fixed set of values: option value -> the config override's value
 _CHOICES = {"frame": {v: v for v in FRAMES}, "ens": {v: v for v in ENSEMBLE_RULES},
-            "pace": {"0": "false", "1": "true"}}
+            "pace": {"0": "false", "1": "true"}, "tree": {v: v for v in TREES},
+            "then": {v: v for v in THENS}}
 _KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
           "(muzero-sim)")
 
-_KNOWN += "; gate=G, pace=0|1, width=W (muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)"
+_KNOWN += ("; gate=G, pace=0|1, width=W, tree=gumbel|uct, then=none|uct|mcts, share=S (muzero-sim); margin=X, "
+           "budget_s=S (muzero-pol); frame=return|advantage (muzero)")
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -301,7 +382,21 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             parsed[key] = number
         else:
             overrides.append(f"{field}={number!r}")
+    given = {option.partition("=")[0] for option in options}
+    if "share" in given and not any(o.startswith("then=") and o != "then=none" for o in options):
+        raise ValueError(f"agent {kind}:{arg}: share= is the second search's share of the budget: give then=uct|mcts")
+    if "finetune" in given and "then" in given:
+        raise ValueError(f"agent {kind}:{arg}: finetune= and then= do not combine (finetuning plays its own search)")
+    if "tree=uct" in options:
+        extra = sorted(given & set(_GUMBEL_ONLY))
+        if extra:
+            raise ValueError(f"agent {kind}:{arg}: tree=uct (the plain mcts search in the network's order) takes "
+                             f"sims=, pace= and budget_s= only, not {', '.join(k + '=' for k in extra)}")
     return path, parsed, overrides
+
+
+# the muzero-sim options that only the Gumbel tree (simulator.tree = gumbel) reads
+_GUMBEL_ONLY = ("mix", "lead", "ptemp", "gate", "width", "finetune", "then", "share")
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:

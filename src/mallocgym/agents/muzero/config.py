@@ -18,6 +18,8 @@ __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "Tra
 SEARCH_ALGORITHMS = ("gumbel", "puct")
 ENSEMBLE_RULES = ("mean", "agree")
 FRAMES = ("return", "advantage")   # search.frame: the learned search's value frame
+TREES = ("gumbel", "uct")   # simulator.tree: the simulator mode's search (muzero-sim:DIR,tree=uct)
+THENS = ("none", "uct", "mcts")   # simulator.then: a second search after the Gumbel tree
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 NETWORK_VERSIONS = (1, 2)
@@ -279,6 +281,18 @@ class SimulatorConfig:
       width: ``>= 2``: an expansion creates XLA-like's move and the ``width - 1`` other moves
         the network ranks highest (a version-2 network's advantage head, else its logits), not
         every legal move (``muzero-sim:DIR,width=W``); 0: every legal move.
+      tree: ``gumbel`` (:class:`~mallocgym.agents.muzero.simsearch.SimulatorSearch`, every
+        setting above) or ``uct`` (``muzero-sim:DIR,tree=uct``; MallocGame-v0's default game
+        only): the plain ``mcts`` search, one child per simulation, with each position's moves
+        tried in the network's order (:mod:`mallocgym.agents.muzero.ordered`); it reads
+        ``num_simulations`` (per decision) and ``pace`` only, so ``gate`` and ``width`` must
+        keep their defaults.
+      then: ``none``, or a second search after the Gumbel tree (``muzero-sim:DIR,then=uct``;
+        needs a budget; MallocGame-v0's default game only): the Gumbel tree gets
+        ``1 - then_share`` of the budget, then ``uct`` (the ``tree=uct`` search, paced) or
+        ``mcts`` (the plain ``mcts`` search, paced, no network) the rest, starting from the
+        first one's best mapping as its incumbent; the better mapping is returned.
+      then_share: the share of the budget the second search gets (``0 < then_share < 1``).
     """
 
     num_simulations: int = 8
@@ -292,9 +306,23 @@ class SimulatorConfig:
     policy_margin: float = 0.0
     pace: bool = False
     width: int = 0
+    tree: str = "gumbel"
+    then: str = "none"
+    then_share: float = 0.5
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
+        if self.tree not in TREES:
+            raise ValueError(f"simulator.tree must be one of {', '.join(TREES)}, got {self.tree!r}")
+        if self.then not in THENS:
+            raise ValueError(f"simulator.then must be one of {', '.join(THENS)}, got {self.then!r}")
+        if self.then != "none" and self.tree != "gumbel":
+            raise ValueError("simulator.then follows the Gumbel tree (simulator.tree = gumbel)")
+        if not (0.0 < self.then_share < 1.0):
+            raise ValueError(f"simulator.then_share must be in (0, 1), got {self.then_share!r}")
+        if self.tree == "uct" and (self.width != 0 or self.gate >= 0):
+            raise ValueError("simulator.tree = uct (the plain mcts search in the network's order) has no width or "
+                             "gate: leave them unset")
         if not (math.isfinite(self.gate) and math.isfinite(self.policy_margin) and self.policy_margin >= 0):
             raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
                              f"{self.gate!r} and {self.policy_margin!r}")

@@ -80,6 +80,7 @@ import numpy as np
 
 from ... import features, sim
 from ...heuristics import complete, decide
+from ..search import pace_allowance
 from . import tree as T
 from .config import MuZeroConfig, SimulatorConfig
 from .mcts import NetworkModel, SearchResult, effective_legal, finish, prepare_roots, search_params
@@ -253,6 +254,9 @@ class SimulatorSearch:
         self.k = int(u.k)
         self.n = int(st.size.shape[0])
         sc: SimulatorConfig = config.simulator
+        if sc.tree != "gumbel":
+            raise ValueError(f"SimulatorSearch plays simulator.tree = gumbel, got {sc.tree!r} (tree = uct is "
+                             "mallocgym.agents.muzero.ordered, played by muzero-sim:DIR,tree=uct)")
         self.num_simulations = int(num_simulations)
         self.prune = config.search.prune_no_benefit
         self.mix = sc.value_mix
@@ -268,6 +272,9 @@ class SimulatorSearch:
         if self.gate is not None and not self.residual:
             raise ValueError("simulator.gate needs a version-2 network (its advantage head predicts the gain)")
         self.records: list[ExpertRecord] | None = [] if harvest else None
+        if harvest and sc.then != "none":
+            raise ValueError("simulator.then is a second search the agent runs after this one; a harvesting "
+                             "search (training, finetuning) plays this one only (then = none)")
         if harvest and self.width:
             raise ValueError("simulator.width expands only some moves: training positions need every legal "
                              "move's completion (width = 0 when harvesting)")
@@ -575,9 +582,8 @@ class SimulatorSearch:
         the deadline divided by the searched moves expected from here on, this one included:
         the buffers still to place (this one included) times the fraction of the moves so far
         that were searched (this one counted in both; forced and gated moves are not searched)."""
-        left = self.n - int(self.root.state.counters[sim.STEP])
-        expected = max(1.0, left * self.searched_moves / max(self.moves_made, 1))
-        return max(0.0, self.deadline - self.clock()) / expected
+        return pace_allowance(self.deadline - self.clock(), self.n - int(self.root.state.counters[sim.STEP]),
+                              self.searched_moves, self.moves_made)
 
     def _simulations(self, allowance: float) -> None:
         """``num_simulations`` simulations (fewer once out of time), then, with ``simulator.pace``,

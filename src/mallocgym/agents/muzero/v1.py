@@ -175,18 +175,19 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
 def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None) -> None:
     """Refuse what a v1 checkpoint cannot play (one ``ValueError``): only the policy
     (``muzero-pol``) and the gated search (``muzero-sim``, ``gate=G``), and none of the tree
-    search's settings (``sims=``, ``mix=``, ``lead=``, ``ptemp=``, ``pace=``, ``width=``), which
-    v1's one-step search has no use for."""
+    search's settings (``sims=``, ``mix=``, ``lead=``, ``ptemp=``, ``pace=``, ``width=``, ``tree=``,
+    ``then=``), which v1's one-step search has no use for."""
     if mode not in ("policy", "simulator"):
         raise ValueError("a MallocGame-v1 checkpoint plays the policy alone (muzero-pol:DIR[,margin=X]) or the "
                          "gated search (muzero-sim:DIR[,gate=G])")
     if mode == "simulator":
         sim, default = config.simulator, SimulatorConfig()
-        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace", "width")
+        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace", "width", "tree",
+                 "then", "then_share")
         changed = [name for name in names if getattr(sim, name) != getattr(default, name)]
         if num_simulations is not None or changed:
             raise ValueError("on MallocGame-v1 muzero-sim scores each position the gate passes exactly (one rollout "
-                             "step, no tree): sims=, mix=, lead=, ptemp=, pace= and width= do not apply")
+                             "step, no tree): sims=, mix=, lead=, ptemp=, pace=, width=, tree= and then= do not apply")
 
 
 def network_advantage(model) -> AdvantageFn:
