@@ -146,13 +146,8 @@ class FakeClock:
         return self.now
 
 
-@pytest.mark.parametrize("budget", [0.5, 1.0])
-def test_tree_uct_pace_spends_the_budget(budget, monkeypatch):
-    """Each completion takes 0.001 fake s. One simulation per decision ends the game well inside
-    the budget; with pace the same search runs more, ends within the budget plus one
-    simulation's time, and returns a mapping no worse than XLA-like's."""
-    scenario = mlp_scenario(4, fraction=HALF)
-    clock, step = FakeClock(), 0.001
+def tick_per_completion(monkeypatch, clock, step):
+    """Make every XLA-like completion the UCT search runs take ``step`` fake seconds."""
     real = V0Game.complete
 
     def complete(self, state):
@@ -160,6 +155,16 @@ def test_tree_uct_pace_spends_the_budget(budget, monkeypatch):
         return real(self, state)
 
     monkeypatch.setattr(V0Game, "complete", complete)
+
+
+@pytest.mark.parametrize("budget", [0.5, 1.0])
+def test_tree_uct_pace_spends_the_budget(budget, monkeypatch):
+    """Each completion takes 0.001 fake s. One simulation per decision ends the game well inside
+    the budget; with pace the same search runs more, ends within the budget plus one
+    simulation's time, and returns a mapping no worse than XLA-like's."""
+    scenario = mlp_scenario(4, fraction=HALF)
+    clock, step = FakeClock(), 0.001
+    tick_per_completion(monkeypatch, clock, step)
     fixed = MuZeroAgent(fresh_net(scenario), UCT, mode="simulator", num_simulations=1, budget_s=budget,
                         clock=clock).solve(scenario)
     assert clock.now < budget / 4
@@ -210,13 +215,7 @@ def test_then_starts_the_second_search_from_the_first_ones_best_mapping(monkeypa
     simulation."""
     scenario = mlp_scenario(4, fraction=HALF)
     clock, step = FakeClock(), 0.001
-    real = V0Game.complete
-
-    def complete(self, state):
-        clock.now += step
-        return real(self, state)
-
-    monkeypatch.setattr(V0Game, "complete", complete)
+    tick_per_completion(monkeypatch, clock, step)
     deadlines = []
     real_moves = MuZeroAgent.moves
 
