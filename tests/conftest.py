@@ -18,6 +18,16 @@ def baseline_script(relative: str):
     return module
 
 
+class FakeClock:
+    """A clock that only moves when told to (``clock.now``): the search budgets' tests."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
 def mlp_scenario(seed: int = 0, fraction: Fraction = Fraction(1, 8)):
     """A seeded synthetic MLP training step (43 buffers) at ``fraction`` of its peak live bytes,
     built here so the tests do not depend on the bundled suite."""

@@ -18,7 +18,7 @@ from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import resolve
 
-from conftest import baseline_script, mlp_scenario
+from conftest import FakeClock, baseline_script, mlp_scenario
 
 torch.set_num_threads(1)
 
@@ -38,16 +38,6 @@ def test_simulator_mode_finds_the_trap_optimum(trap_scenario):
     assert ev.time == pytest.approx(0.68)          # XLA-like: 0.86
     assert solution.offsets[0] == -1 and (solution.offsets[1:] >= 0).all()
     assert solution.info["kept_xla"] is False
-
-
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_simulator_mode_returns_xla_like_when_it_has_no_time_to_search(trap_scenario, monkeypatch):

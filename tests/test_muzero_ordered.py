@@ -19,7 +19,7 @@ from mallocgym.agents.search import MCTSAgent, MCTSConfig, V0Game
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
 
-from conftest import mlp_scenario
+from conftest import FakeClock, mlp_scenario
 
 torch.set_num_threads(1)
 
@@ -136,14 +136,6 @@ def test_tree_uct_with_a_network_is_never_worse_than_xla_like():
     xla = evaluate(scenario.workload, xla_like(scenario), scenario.hardware).time
     assert evaluate(scenario.workload, solution.offsets, scenario.hardware).time <= xla * (1 + 1e-12)
     assert 0 < solution.info["network_calls"] <= solution.info["simulations_run"] + scenario.workload.num_buffers
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def tick_per_completion(monkeypatch, clock, step):

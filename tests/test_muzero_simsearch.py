@@ -18,7 +18,7 @@ from mallocgym.agents.muzero.simsearch import SimulatorSearch, bounded_logits
 from mallocgym.evaluate import evaluate
 from mallocgym.heuristics import xla_like
 
-from conftest import mlp_scenario
+from conftest import FakeClock, mlp_scenario
 
 torch.set_num_threads(1)
 
@@ -39,16 +39,6 @@ def new_search(scenario, config=SMALL, *, sims=4, model="net", **kwargs):
     if model == "net":
         model = NetworkModel(fresh_net(scenario, config).eval())
     return env, SimulatorSearch(env, model, config, num_simulations=sims, **kwargs)
-
-
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def tick_per_expansion(monkeypatch, clock, step):
