@@ -13,7 +13,7 @@ from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.checkpoint import save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.expert import ExpertActor
-from mallocgym.agents.muzero.labels import label_game, label_targets, policy_move, predicted_gain
+from mallocgym.agents.muzero.labels import label_decision, label_game, label_targets, policy_move, predicted_gain
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.selfplay import ScenarioSource
 from mallocgym.agents.muzero.simsearch import SimulatorSearch
@@ -220,3 +220,43 @@ def test_policy_agent_departs_only_above_its_margin(trap_scenario, tmp_path):
     save_checkpoint(tmp_path / "v1", net=MuZeroNet(net.spec, v1.network), config=v1, progress={})
     with pytest.raises(ValueError, match="version-2"):
         make_agent(f"muzero-pol:{tmp_path / 'v1'}")
+
+
+class ScriptedRng:
+    """An ``rng`` whose ``random()`` returns the given draws in order (and fails past them)."""
+
+    def __init__(self, *draws):
+        self.draws = list(draws)
+
+    def random(self):
+        return self.draws.pop(0)
+
+
+def test_label_decision_hand_worked():
+    """Moves 0, 1, 3 legal of 4; base 1. Completion times 12, 10, -, 8: move 3 is 2 s faster than
+    the base, so its advantage is residual_scale x 2 / 10 and the residual the same. Labelling
+    draw 0.2 < p = 0.5; exploring draw 0.1 < 0.5 plays move 3, 0.9 keeps the base."""
+    config = MuZeroConfig().with_overrides(["train.label_explore=0.5"])
+    scale = config.network.residual_scale
+    legal = np.array([True, True, False, True])
+    times = np.array([12.0, 10.0, 1.0, 8.0])   # move 2 is illegal: its (faster) time is never read
+    calls = []
+
+    def score():
+        calls.append(1)
+        return times
+
+    action, targets = label_decision(ScriptedRng(0.2, 0.1), 0.5, legal, 1, score, config)
+    assert action == 3 and len(calls) == 1
+    _, policy, residual, advantage = targets
+    assert residual == pytest.approx(scale * 0.2)
+    np.testing.assert_allclose(advantage[[0, 1, 3]], [scale * -0.2, 0.0, scale * 0.2], rtol=1e-6)
+    assert math.isnan(advantage[2]) and policy[2] == 0 and np.argmax(policy) == 3 and policy[1] >= policy[0]
+    assert policy.sum() == pytest.approx(1.0)
+    assert label_decision(ScriptedRng(0.2, 0.9), 0.5, legal, 1, score, config)[0] == 1   # no exploring
+    # the labelling draw fails: the base, nothing scored, the exploring draw not taken
+    assert label_decision(ScriptedRng(0.7), 0.5, legal, 1, score, config) == (1, None) and len(calls) == 2
+    # a forced position: no draw at all
+    assert label_decision(ScriptedRng(), 0.5, np.array([False, True, False, False]), 1, score, config) == (1, None)
+    # exploring where no move beats the base keeps it
+    assert label_decision(ScriptedRng(0.2, 0.1), 0.5, legal, 3, score, config)[0] == 3

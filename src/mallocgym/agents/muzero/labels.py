@@ -33,6 +33,7 @@ The rules that use the network's advantage head:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -119,6 +120,26 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
                           residual_scale=residual_scale)
 
 
+def label_decision(rng: np.random.Generator, p: float, legal: np.ndarray, base: int,
+                   score: Callable[[], np.ndarray], config: MuZeroConfig) -> tuple[int, tuple | None]:
+    """One decision of a labelled game (MallocGame-v0 or -v1): ``(action, targets or None)``.
+    With at least two ``legal`` moves and probability ``p`` the position is labelled:
+    ``score()`` gives every move's exact completion time (only the legal entries are read) and
+    :func:`label_targets` the targets over the ``base`` move; then with probability
+    ``train.label_explore`` the game plays the best-scoring move when it is faster than
+    ``base``'s (``base`` on ties). Elsewhere the game plays ``base``. Draws from ``rng`` in that
+    order: the labelling draw (positions with a choice only), then the exploring draw."""
+    if legal.sum() < 2 or not rng.random() < p:
+        return base, None
+    times = np.where(legal, score(), np.inf)
+    t = config.train
+    targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
+                            temperature=t.label_temperature)
+    if rng.random() < t.label_explore and times.min() < times[base]:
+        return int(np.argmin(times)), targets
+    return base, targets
+
+
 def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator, *,
                trajectory: bool = False) -> tuple[list[ExpertRecord], float, float]:
     """One labelled game (module docstring): ``(records, return, XLA-like's return)``, returns
@@ -148,19 +169,10 @@ def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generato
     info: dict = {}
     while not done:
         legal = effective_legal(stack_obs([obs]), prune_no_benefit=config.search.prune_no_benefit)[0]
-        action = xla_move(legal)
         before = len(records)
-        if legal.sum() >= 2 and rng.random() < p:
-            times, _ = scorer(env.sim_state)
-            targets = label_targets(np.where(legal, times, np.inf), legal,
-                                    residual_scale=config.network.residual_scale,
-                                    temperature=t.label_temperature)
+        action, targets = label_decision(rng, p, legal, xla_move(legal), lambda: scorer(env.sim_state)[0], config)
+        if targets is not None:
             records.append(ExpertRecord({key: np.array(obs[key]) for key in OBS_KEYS}, *targets))
-            if rng.random() < t.label_explore:
-                # the best-scoring move, XLA-like's on ties
-                scored = np.where(legal, times, np.inf)
-                if scored.min() < scored[action]:
-                    action = int(np.argmin(scored))
         previous = obs
         obs, reward, done, _, info = env.step(action)
         if trajectory:

@@ -44,7 +44,7 @@ from ...sim import msa, v1, v1_obs
 from ...sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
-from .labels import label_targets, policy_move, predicted_gain
+from .labels import label_decision, policy_move, predicted_gain
 from .networks import ObsSpec, stack_obs
 from .simsearch import ExpertRecord
 
@@ -160,14 +160,10 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
     while not done:
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
-        action = base
-        if legal.sum() >= 2 and rng.random() < p:
-            times = scorer.scores(env.sim_state, np.flatnonzero(legal))
-            targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
-                                    temperature=t.label_temperature)
+        action, targets = label_decision(rng, p, legal, base,
+                                         lambda: scorer.scores(env.sim_state, np.flatnonzero(legal)), config)
+        if targets is not None:
             records.append(ExpertRecord(adapt_obs(obs), *targets))
-            if rng.random() < t.label_explore and times.min() < times[base]:
-                action = int(np.argmin(times))  # the best-scoring move, xla-msa's on ties
         obs, _, done, _, info = env.step(action)
     return records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow
 
