@@ -187,6 +187,25 @@ def test_pace_spends_the_budget_that_fixed_simulations_leave(budget, monkeypatch
     assert evaluate(scenario.workload, paced.offsets, scenario.hardware).time <= xla * (1 + 1e-12)
 
 
+def test_pace_by_length_shares_the_time_by_the_game_still_to_play():
+    """Hand-worked as the test above (6 s left, 2 of 4 moves searched, 43 buffers to place),
+    by length: the moves weigh 43, 42, ..., 1, half of them searched: 43 x 44 / 4 = 473 in all,
+    so this one (weight 43) gets 6 x 43 / 473 = 6 / 11 s."""
+    scenario = mlp_scenario(4, fraction=HALF)
+    clock = FakeClock()
+    config = SMALL.with_overrides(["simulator.pace=true", "simulator.pace_by=length"])
+    _, search = new_search(scenario, config, deadline=10.0, clock=clock)
+    clock.now = 4.0
+    search.moves_made, search.searched_moves = 4, 2
+    assert search.allowance() == pytest.approx(6.0 / 11.0)
+    with pytest.raises(ValueError, match="simulator.pace_by shares the budget that simulator.pace spends"):
+        SMALL.with_overrides(["simulator.pace_by=length"])
+    with pytest.raises(ValueError, match="simulator.pace_by must be one of share, length"):
+        SMALL.with_overrides(["simulator.pace=true", "simulator.pace_by=depth"])
+    assert agent_module._parse("muzero-sim", "DIR,pace=1,pace_by=length")[2] == [
+        "simulator.pace=true", "simulator.pace_by=length"]
+
+
 def test_pace_needs_a_budget_and_takes_0_or_1():
     scenario = mlp_scenario(4, fraction=HALF)
     paced = SMALL.with_overrides(["simulator.pace=true"])

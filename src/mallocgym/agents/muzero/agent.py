@@ -58,7 +58,7 @@ import torch
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import ENSEMBLE_RULES, FRAMES, THENS, TREES, MuZeroConfig
+from .config import ENSEMBLE_RULES, FRAMES, PACE_BY, THENS, TREES, MuZeroConfig
 from .labels import policy_move
 from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
@@ -323,6 +323,7 @@ _OPTIONS = {
     "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
     "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
     "pace": ("simulator.pace", ("muzero-sim",)),            # 1: spend the wall budget (needs one)
+    "pace_by": ("simulator.pace_by", ("muzero-sim",)),      # share|length: how pace shares the time
     "width": ("simulator.width", ("muzero-sim",)),          # expand the top W moves only
     "tree": ("simulator.tree", ("muzero-sim",)),            # uct: plain mcts in the network's order
     "then": ("simulator.then", ("muzero-sim",)),            # a second search after the Gumbel tree
@@ -333,12 +334,12 @@ _OPTIONS = {
 # options with a fixed set of values: option value -> the config override's value
 _CHOICES = {"frame": {v: v for v in FRAMES}, "ens": {v: v for v in ENSEMBLE_RULES},
             "pace": {"0": "false", "1": "true"}, "tree": {v: v for v in TREES},
-            "then": {v: v for v in THENS}}
+            "then": {v: v for v in THENS}, "pace_by": {v: v for v in PACE_BY}}
 _KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
           "(muzero-sim)")
 
-_KNOWN += ("; gate=G, pace=0|1, width=W, tree=gumbel|uct, then=none|uct|mcts, share=S (muzero-sim); margin=X, "
-           "budget_s=S (muzero-pol); frame=return|advantage (muzero)")
+_KNOWN += ("; gate=G, pace=0|1, pace_by=share|length, width=W, tree=gumbel|uct, then=none|uct|mcts, share=S "
+           "(muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)")
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
@@ -396,7 +397,7 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
 
 
 # the muzero-sim options that only the Gumbel tree (simulator.tree = gumbel) reads
-_GUMBEL_ONLY = ("mix", "lead", "ptemp", "gate", "width", "finetune", "then", "share")
+_GUMBEL_ONLY = ("mix", "lead", "ptemp", "gate", "width", "finetune", "then", "share", "pace_by")
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:

@@ -20,6 +20,7 @@ ENSEMBLE_RULES = ("mean", "agree")
 FRAMES = ("return", "advantage")   # search.frame: the learned search's value frame
 TREES = ("gumbel", "uct")   # simulator.tree: the simulator mode's search (muzero-sim:DIR,tree=uct)
 THENS = ("none", "uct", "mcts")   # simulator.then: a second search after the Gumbel tree
+PACE_BY = ("share", "length")   # simulator.pace_by: how simulator.pace shares the time left
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 NETWORK_VERSIONS = (1, 2)
@@ -278,6 +279,10 @@ class SimulatorConfig:
         left is not spent, the time left divided by the searched moves expected to remain
         (:meth:`mallocgym.agents.muzero.simsearch.SimulatorSearch.allowance`). False: exactly
         ``num_simulations`` per searched move, so the game may end well before its budget.
+      pace_by: how ``pace`` shares the time left among the searched moves expected
+        (``muzero-sim:DIR,pace=1,pace_by=length``; :func:`mallocgym.agents.search.pace_allowance`):
+        ``share``, equal shares; ``length``, shares proportional to the game still to play (what
+        a completion costs), as ``mcts:pace=1`` does.
       width: ``>= 2``: an expansion creates XLA-like's move and the ``width - 1`` other moves
         the network ranks highest (a version-2 network's advantage head, else its logits), not
         every legal move (``muzero-sim:DIR,width=W``); 0: every legal move.
@@ -305,6 +310,7 @@ class SimulatorConfig:
     gate: float = -1.0
     policy_margin: float = 0.0
     pace: bool = False
+    pace_by: str = "share"
     width: int = 0
     tree: str = "gumbel"
     then: str = "none"
@@ -312,6 +318,10 @@ class SimulatorConfig:
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
+        if self.pace_by not in PACE_BY:
+            raise ValueError(f"simulator.pace_by must be one of {', '.join(PACE_BY)}, got {self.pace_by!r}")
+        if self.pace_by != "share" and not self.pace:
+            raise ValueError("simulator.pace_by shares the budget that simulator.pace spends: set pace too (pace=1)")
         if self.tree not in TREES:
             raise ValueError(f"simulator.tree must be one of {', '.join(TREES)}, got {self.tree!r}")
         if self.then not in THENS:

@@ -286,7 +286,7 @@ class SimulatorSearch:
                              "but was given no model")
         self.model = model if self.uses_network else None
         self.deadline, self.clock = deadline, clock
-        self.pace = sc.pace
+        self.pace, self.pace_by = sc.pace, sc.pace_by
         if self.pace and deadline is None:
             raise ValueError("simulator.pace spends a wall budget: give the search a deadline "
                              "(muzero-sim:DIR,pace=1,budget_s=S or the harness's --budget-s)")
@@ -583,7 +583,7 @@ class SimulatorSearch:
         the buffers still to place (this one included) times the fraction of the moves so far
         that were searched (this one counted in both; forced and gated moves are not searched)."""
         return pace_allowance(self.deadline - self.clock(), self.n - int(self.root.state.counters[sim.STEP]),
-                              self.searched_moves, self.moves_made)
+                              self.searched_moves, self.moves_made, by_length=self.pace_by == "length")
 
     def _simulations(self, allowance: float) -> None:
         """``num_simulations`` simulations (fewer once out of time), then, with ``simulator.pace``,

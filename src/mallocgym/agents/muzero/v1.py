@@ -178,8 +178,8 @@ def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None)
                          "gated search (muzero-sim:DIR[,gate=G])")
     if mode == "simulator":
         sim, default = config.simulator, SimulatorConfig()
-        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace", "width", "tree",
-                 "then", "then_share")
+        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace", "pace_by", "width",
+                 "tree", "then", "then_share")
         changed = [name for name in names if getattr(sim, name) != getattr(default, name)]
         if num_simulations is not None or changed:
             raise ValueError("on MallocGame-v1 muzero-sim scores each position the gate passes exactly (one rollout "
