@@ -150,11 +150,8 @@ class MuZeroAgent:
         start = self.clock() if start is None else start
         budget_s = self.budget_s if budget_s is None else budget_s
         deadline = None if budget_s is None else start + budget_s
-        env = make_env(scenario, self.config)
+        env = self._env(scenario)
         u = env.unwrapped
-        spec = ObsSpec.from_env(env)
-        if spec != self.net.spec:
-            raise ValueError(f"the network was trained on observations {self.net.spec}, the env gives {spec}")
         obs, info = env.reset(seed=seed)
         search = None
         if self.mode == "simulator":
@@ -207,6 +204,15 @@ class MuZeroAgent:
         if self.budget_s is not None:
             solution.info["budget_s"] = self.budget_s
         return solution
+
+    def _env(self, scenario: Scenario):
+        """The env of ``scenario`` as the network sees it; refused when its observations are not
+        those the network was trained on."""
+        env = make_env(scenario, self.config)
+        spec = ObsSpec.from_env(env)
+        if spec != self.net.spec:
+            raise ValueError(f"the network was trained on observations {self.net.spec}, the env gives {spec}")
+        return env
 
     def _check_game(self, game: str) -> None:
         """Refuse to play MallocGame-``game`` with a network trained on the other game."""
@@ -272,7 +278,6 @@ class MuZeroAgent:
         details["kept_xla"] = bool(search.best_time >= search.start_time)
         return Solution(offsets, info=details), search
 
-
     def _solve_uct(self, scenario: Scenario, start: float, *, network_order: bool, simulations: int, pace: bool,
                    incumbent: tuple[float, np.ndarray] | None = None) -> Solution:
         """The plain ``mcts`` search (:class:`~..search.UCT`, its default constants) until the
@@ -287,10 +292,7 @@ class MuZeroAgent:
         if self.config.env.order != "boundedness":
             raise ValueError(f"tree=uct and then= play MallocGame-v0's default decision order; this checkpoint "
                              f"was trained with order={self.config.env.order!r}")
-        env = make_env(scenario, self.config)
-        spec = ObsSpec.from_env(env)
-        if spec != self.net.spec:
-            raise ValueError(f"the network was trained on observations {self.net.spec}, the env gives {spec}")
+        env = self._env(scenario)
         u = env.unwrapped
         game = V0Game(u.static, int(u.k))
         if incumbent is not None:

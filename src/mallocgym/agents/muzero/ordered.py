@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import features
+from .simsearch import rank_moves
 
 __all__ = ["NetworkOrder", "OrderedGame"]
 
@@ -65,9 +66,8 @@ class NetworkOrder:
         if len(offsets) != count or any(int(o) != int(m) for o, m in zip(offsets, moves[:count])):
             raise RuntimeError(f"the network's observation shows candidates {offsets.tolist()}, the game "
                                f"{list(moves[:count])} (a bug)")
-        actions = list(range(count)) + [self.k]
-        others = sorted((i for i in range(len(moves)) if i != base), key=lambda i: (-score[actions[i]], i))
-        return [base] + others
+        actions = np.append(np.arange(count), self.k)   # move i is env action i, skip is K
+        return rank_moves(score, actions, int(actions[base]))
 
 
 class OrderedGame:

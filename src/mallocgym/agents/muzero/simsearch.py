@@ -86,7 +86,7 @@ from .config import MuZeroConfig, SimulatorConfig
 from .mcts import NetworkModel, SearchResult, effective_legal, finish, prepare_roots, search_params
 from .networks import OBS_KEYS, stack_obs
 
-__all__ = ["bounded_logits", "greedy_return_to_go", "improved_policy", "expert_targets", "ExpertRecord",
+__all__ = ["bounded_logits", "rank_moves", "greedy_return_to_go", "improved_policy", "expert_targets", "ExpertRecord",
            "SimulatorSearch", "simulator_search"]
 
 
@@ -190,6 +190,17 @@ def expert_targets(*, num_actions: int, actions: np.ndarray, base: int, final: f
         advantage[base] = 0.0
     residual = max(0.0, residual_scale * (final - best) / final)
     return legal, pi, residual, advantage
+
+
+def rank_moves(score: np.ndarray, actions: np.ndarray, base: int) -> list[int]:
+    """The indices into ``actions`` (legal env actions, ascending) in the network's order: the
+    base move ``base`` (XLA-like's) first, then the others by ``score`` (one entry per env
+    action: the advantage head's, or the policy logits), highest first, the lower action first
+    on ties. ``simulator.width`` keeps the first ``width``; ``tree=uct`` tries them in this
+    order (:mod:`.ordered`)."""
+    actions = np.asarray(actions, np.int64)
+    ranked = np.lexsort((actions, -np.asarray(score, np.float64)[actions])).tolist()
+    return [int(np.flatnonzero(actions == base)[0])] + [i for i in ranked if actions[i] != base]
 
 
 def greedy_return_to_go(env, snapshot) -> float:
@@ -449,13 +460,12 @@ class SimulatorSearch:
         version-2 network's advantage head, else its policy logits; by action on ties, and
         the lowest actions when the network is not called), in ``actions``' order."""
         if node.advantage is not None:
-            score = np.asarray(node.advantage, np.float64)[actions]
+            score = node.advantage
         elif node.raw_logits is not None:
-            score = np.asarray(node.raw_logits, np.float64)[actions]
+            score = node.raw_logits
         else:
-            score = np.zeros(len(actions))
-        others = [i for i in np.lexsort((actions, -score)).tolist() if actions[i] != base]
-        return np.sort(np.array([int(np.flatnonzero(actions == base)[0])] + others[:self.width - 1]))
+            score = np.zeros(self.k + 1)
+        return np.sort(np.array(rank_moves(score, actions, base)[:self.width]))
 
     def select_child(self, node: _Node) -> int:
         """The index of the child to descend into (the module docstring's rule)."""
