@@ -45,6 +45,7 @@ def exact(x) -> Fraction:
     return Fraction(repr(float(x)))
 
 SLOW, FAST, PREFETCH = "slow", "fast", "prefetch"
+NO_START = -2  # no prefetch start (-1 is one: a copy issued before op 0)
 KINDS = (SLOW, FAST, PREFETCH)
 
 
@@ -64,7 +65,8 @@ class ReferenceV1:
     """
 
     def __init__(self, workload, hardware, order=None, *, n_candidates=16, n_starts=4,
-                 ratios=(0.8, 1.5, 10.0), play_forced=True):
+                 ratios=(0.8, 1.5, 10.0), play_forced=True, msa=None):
+        self.msa = msa  # msa(self, s) -> XLA's picks at segment s now: (produce offset, prefetch start, its offset)
         self.K = int(n_candidates)
         self.J = int(n_starts)
         self.min_ratio, self.pref_ratio, self.max_ratio = (exact(r) for r in ratios)
@@ -368,21 +370,41 @@ class ReferenceV1:
         return self.why_illegal(s, kind, off, pstart) is None
 
     # ==================================================================== the env's actions
-    def fast_candidates(self, s):
-        """The FAST offsets the env offers for segment ``s`` (actions ``1 + i``)."""
+    def msa_picks(self, s):
+        """XLA's own choices the env puts first at segment ``s``: ``(produce offset, prefetch
+        start, prefetch offset)`` from the ``msa`` oracle (a port of MSA is not part of the rules;
+        each pick is checked legal here, by the rules alone); ``(-1, NO_START, -1)`` without one."""
+        if self.msa is None:
+            return -1, NO_START, -1
+        f, p, o = self.msa(self, s)
+        if f >= 0:
+            assert self.is_legal(s, FAST, f), (s, f, self.why_illegal(s, FAST, f))
+        if p != NO_START:
+            assert self.is_legal(s, PREFETCH, o, p), (s, o, p, self.why_illegal(s, PREFETCH, o, p))
+        return f, p, o
+
+    def first_then(self, first, rest, limit, none=-1):
+        """``first`` (unless ``none``) then ``rest`` without it, at most ``limit``."""
+        if first == none:
+            return list(rest)[:limit]
+        return [first] + [x for x in rest if x != first][:limit - 1]
+
+    def fast_candidates(self, s, msa_fast=-1):
+        """The FAST offsets the env offers for segment ``s`` (actions ``1 + i``): on a first
+        segment, MSA's offset (``msa_fast``) then the best-fit candidates."""
         b, k, prev, u = self.segments[s]
         if k == 0:
             if self.def_op[b] < 0:
                 return []
-            return self.candidates(b, self.def_op[b], u)
+            return self.first_then(msa_fast, self.candidates(b, self.def_op[b], u), self.K)
         before = self.decision[self.seg_ids[b][k - 1]]
         if before is None or before[0] == SLOW:
             return []
         return [before[1]] if self.is_free(b, prev + 1, u, before[1]) else []
 
-    def prefetch_starts(self, s):
-        """The picker's issue ops for segment ``s``: preferred, latest, earliest, midpoint
-        (distinct, at most J), each clamped to the allowed window."""
+    def prefetch_starts(self, s, msa_p=NO_START):
+        """The issue ops for segment ``s``: MSA's (``msa_p``), then the picker's preferred,
+        latest, earliest, midpoint (distinct, at most J), each clamped to the allowed window."""
         b, _, _, u = self.segments[s]
         if self.size[b] > self.capacity:
             return []
@@ -411,7 +433,7 @@ class ReferenceV1:
         for p in (preferred, latest, earliest, midpoint):
             if p not in starts:
                 starts.append(p)
-        return starts[:self.J]
+        return self.first_then(msa_p, starts, self.J, none=NO_START)
 
     def actions(self, s=None):
         """``{action: (kind, offset, pstart)}`` the env should offer for segment ``s`` (default:
@@ -419,12 +441,14 @@ class ReferenceV1:
         PREFETCH."""
         s = self.current if s is None else s
         table = {0: (SLOW, -1, -1)}
-        for i, off in enumerate(self.fast_candidates(s)):
+        msa_fast, msa_p, msa_off = self.msa_picks(s)
+        for i, off in enumerate(self.fast_candidates(s, msa_fast)):
             table[1 + i] = (FAST, off, -1)
         _, _, _, u = self.segments[s]
         b = self.buffer_of(s)
-        for j, p in enumerate(self.prefetch_starts(s)):
-            for i, off in enumerate(self.candidates(b, p + 1, u)):
+        for j, p in enumerate(self.prefetch_starts(s, msa_p)):
+            offs = self.candidates(b, p + 1, u)
+            for i, off in enumerate(self.first_then(msa_off, offs, self.K) if p == msa_p != NO_START else offs):
                 table[1 + self.K + j * self.K + i] = (PREFETCH, off, p)
         return table
 

@@ -150,7 +150,7 @@ def test_obs_adapter_shapes_and_action_row_permutation():
 # ------------------------------------------------------------------ the policy and the gated search
 def _oracle(env, obs, legal, base):
     """Exact advantages: every subset move's xla-msa completion (the rollout step)."""
-    times = Completions(env.static, env.k, env.j).scores(env.sim_state, np.flatnonzero(legal))
+    times = Completions(env.static).scores(env.sim_state, np.flatnonzero(legal))
     return np.where(legal, (times[base] - np.where(legal, times, 0.0)) / times[base], -np.inf)
 
 

@@ -23,8 +23,9 @@ from mallocgym import Hardware, Workload
 from mallocgym.env.v1 import MallocGameV1Env
 from mallocgym.evaluate_v1 import evaluate_v1
 from mallocgym.scenarios import Scenario
+from mallocgym.sim import msa, v1
 
-from reference_v1 import FAST, PREFETCH, ReferenceV1
+from reference_v1 import FAST, PREFETCH, SLOW, ReferenceV1
 from strategies import scenarios
 
 REL = 1e-9
@@ -98,12 +99,34 @@ def any_case():
 RATIOS = [(0.8, 1.5, 10.0), (0.8, 1.5, 10.0), (1.0, 6.0, 20.0), (0.5, 20.0, 50.0), (2.0, 50.0, 100.0)]
 
 
+def kernel_msa(st):
+    """The reference's MSA oracle: XLA's picks (``mallocgym.sim.msa.decide``) on a kernel state
+    rebuilt from the reference's own decisions. MSA is a baseline, not a rule, so the reference
+    takes its picks as given and checks each one legal by the rules alone."""
+    ms = msa.msa_static(st)
+    ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
+    starts = np.empty(st.compute_time.shape[0] + 2, np.int64)
+    kinds = {SLOW: v1.SLOW, FAST: v1.FAST, PREFETCH: v1.PREFETCH_SEG}
+
+    def oracle(ref, s):
+        state = v1.new_state(st)
+        for seg, kind, off, pstart, _ in ref.history:
+            v1.apply(st, state, seg, kinds[kind], off, pstart)
+            state.counters[v1.POS] += 1
+        assert int(st.order[state.counters[v1.POS]]) == s
+        out = np.empty(6, np.int64)
+        msa.decide(st, state, ms, ids, s, starts, out)
+        return int(out[3]), int(out[4]), int(out[5])
+
+    return oracle
+
+
 def make(case, k=16, j=4, order="boundedness", ratios=RATIOS[0]):
     workload, hardware = case
     env = MallocGameV1Env(Scenario("h", workload, hardware), n_candidates=k, n_starts=j, order=order, ratios=ratios)
-    obs, info = env.reset(seed=0)
     ref = ReferenceV1(workload, hardware, [int(s) for s in env.unwrapped.static.order], n_candidates=k, n_starts=j,
-                      ratios=ratios)
+                      ratios=ratios, msa=kernel_msa(env.unwrapped.static))
+    obs, info = env.reset(seed=0)
     return env, ref, obs, info
 
 
@@ -345,3 +368,27 @@ def test_clone_restore_replays_identically(case, seed, cut):
     env.restore_state(snap)
     third = [env.step(a) for a in actions[cut:]]
     assert [x[1] for x in third] == [x[1] for x in first]
+
+
+# ------------------------------------------------------------------------------ XLA's own play
+@settings(max_examples=150, **SETTINGS)
+@given(any_case(), hs.sampled_from([1, 2, 16]), hs.sampled_from([1, 2, 4]), hs.sampled_from(RATIOS))
+def test_msa_played_through_the_env_leaves_its_plan(case, k, j, ratios):
+    """Issue 29 on generated programs: whatever K, J and the picker's ratios, playing the env's
+    MSA action at every decision (a masked action raises) leaves exactly the plan of
+    ``mallocgym.sim.msa.plan`` on the same compiled scenario, time included, bit for bit."""
+    from mallocgym.evaluate_v1 import mapping_from_state
+
+    workload, hardware = case
+    env = MallocGameV1Env(Scenario("h", workload, hardware), n_candidates=k, n_starts=j, ratios=ratios,
+                          invalid_action="raise")
+    env.reset(seed=0)
+    u = env.unwrapped
+    while u.current_segment >= 0:
+        env.step(u.msa_action())
+    st = v1.compile_v1(workload, hardware, ratios=ratios)
+    state = v1.new_state(st)
+    msa.plan(st, state, msa.msa_static(st), np.empty(st.seg_use.shape[0] + 1, np.int64),
+             np.empty(st.compute_time.shape[0] + 2, np.int64))
+    assert u.mapping() == mapping_from_state(workload, st, state)
+    assert u.sim_state.totals[v1.TIME] == state.totals[v1.TIME]

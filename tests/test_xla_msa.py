@@ -17,7 +17,7 @@ from mallocgym.env.v1 import MallocGameV1Env
 from mallocgym.evaluate_v1 import evaluate_v1
 from mallocgym.hardware import Hardware
 from mallocgym.scenarios import Scenario, suite
-from mallocgym.sim import buffer_order, msa, v1
+from mallocgym.sim import buffer_order, copy_budget, msa, v1
 from mallocgym.workloads import Workload
 from mallocgym.workloads.io import load_json
 
@@ -83,13 +83,19 @@ def test_nocopy_bound_of_both_pickers():
 
 
 # ------------------------------------------------------------------------------ copy resource
-def _resource(elapsed=(1.0,) * 10, slots=4):
-    elapsed = np.asarray(elapsed, float)
-    ms = msa.MsaStatic(np.array([0, 0.8, 1.5, 10, 2, 10, 1e9, 1e-12]), elapsed, np.zeros(slots),
-                       np.arange(slots), np.concatenate([[0.0], np.cumsum(elapsed)]))
-    res = msa.Resource(np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots),
-                       np.zeros(1, np.int64), np.zeros(elapsed.size + 1))
-    return ms, res
+class _Resource:
+    """A copy budget over ops of the given all-slow times, with the v1 state's field names."""
+
+    def __init__(self, elapsed=(1.0,) * 10, slots=4):
+        elapsed = np.asarray(elapsed, float)
+        self.cum = np.concatenate([[0.0], np.cumsum(elapsed)])
+        self.bud = copy_budget.new_budget(slots, elapsed.size)
+
+    def fits(self, start, end, amount):
+        return copy_budget.fits(self.cum, 1e-12, self.bud, start, end, amount)
+
+    def add(self, start, end, amount):
+        copy_budget.add(self.cum, 1e-12, self.bud, start, end, amount)
 
 
 class _ReferenceResource:
@@ -133,47 +139,47 @@ class _ReferenceResource:
 
 
 def test_copy_resource_fits_pushes_back_and_refuses_by_hand():
-    ms, res = _resource()
+    res = _Resource()
     # a 1 s copy after op 2, done before op 6: ops 3, 4, 5 (1 s each) inside
-    assert msa.has_resource(ms, res, 2, 6, 1.0)
-    msa.add_copy(ms, res, 2, 6, 1.0)
+    assert res.fits(2, 6, 1.0)
+    res.add(2, 6, 1.0)
     # a 3 s copy after op 0 before op 6 fits by itself (ops 1..5 = 5 s) and is still copying
     # (1 s left) when the first is issued: that one now needs 2 s of ops 3..5: it fits
-    assert msa.has_resource(ms, res, 0, 6, 3.0)
+    assert res.fits(0, 6, 3.0)
     # 4.5 s: 2.5 s left at op 3, pushing the first copy to 3.5 s > 3 s: refused
-    assert not msa.has_resource(ms, res, 0, 6, 4.5)
+    assert not res.fits(0, 6, 4.5)
     # a copy with no op strictly inside its window never fits
-    assert not msa.has_resource(ms, res, 4, 5, 0.1)
-    delay = res.delay.copy()
-    msa.has_resource(ms, res, 0, 6, 3.0)
-    assert np.array_equal(res.delay, delay)  # a check consumes nothing
-    msa.add_copy(ms, res, 0, 6, 3.0)
-    assert res.count[0] == 2 and res.start[:2].tolist() == [0, 2]  # kept in start order
+    assert not res.fits(4, 5, 0.1)
+    delay = res.bud.rs_delay.copy()
+    res.fits(0, 6, 3.0)
+    assert np.array_equal(res.bud.rs_delay, delay)  # a check consumes nothing
+    res.add(0, 6, 3.0)
+    assert res.bud.rs_count[0] == 2 and res.bud.rs_start[:2].tolist() == [0, 2]  # kept in start order
     # left over at the start of ops 1, 2 (the new copy) and 3, 4 (the pushed one: 1 + 1 s)
-    assert res.delay[1:5].tolist() == [3.0, 2.0, 2.0, 1.0]
+    assert res.bud.rs_delay[1:5].tolist() == [3.0, 2.0, 2.0, 1.0]
     # a later copy issued after op 3 waits for the 1 s still queued at op 4
-    assert msa.has_resource(ms, res, 3, 6, 0.5) and not msa.has_resource(ms, res, 3, 6, 1.5)
+    assert res.fits(3, 6, 0.5) and not res.fits(3, 6, 1.5)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st_.lists(st_.integers(1, 4), min_size=8, max_size=8),
        st_.lists(st_.tuples(st_.integers(-1, 6), st_.integers(1, 5), st_.integers(1, 12)), min_size=1, max_size=6))
 def test_copy_resource_matches_msa_op_by_op(elapsed, copies):
-    """has_resource (prefix sums) and add_copy's leftovers equal MSA's recursive op-by-op
+    """fits (prefix sums) and add's leftovers equal MSA's recursive op-by-op
     ConsumeResource on random copies (op times and amounts in quarters: exact in binary)."""
     elapsed = [e / 4 for e in elapsed]
-    ms, res = _resource(elapsed, slots=len(copies))
+    res = _Resource(elapsed, slots=len(copies))
     ref = _ReferenceResource(elapsed)
     for start, length, amount in copies:
         end = min(start + 1 + length, len(elapsed))
         amount /= 4
         want = ref.consume(start, end, amount, False)
-        assert msa.has_resource(ms, res, start, end, amount) == want
+        assert res.fits(start, end, amount) == want
         if want:
             ref.add(start, end, amount)
-            msa.add_copy(ms, res, start, end, amount)
-            assert res.delay.tolist() == ref.delay
-            assert res.start[:res.count[0]].tolist() == [c[0] for c in ref.copies]
+            res.add(start, end, amount)
+            assert res.bud.rs_delay.tolist() == ref.delay
+            assert res.bud.rs_start[:res.bud.rs_count[0]].tolist() == [c[0] for c in ref.copies]
 
 
 # ------------------------------------------------------------------------------ offsets
@@ -281,17 +287,74 @@ def _play_env(scenario):
     return env, total
 
 
-@pytest.mark.parametrize("name", [s.name for s in suite("default")] + [s.name for s in suite("minimalloc")])
-def test_in_env_policy_env_return_equals_evaluate_on_every_bundled_scenario(name):
+def _bundled(name):
+    """Every bundled scenario of ``name``; the large suite's (5,400-6,200 buffers, tens of seconds
+    each on 2 cores) are marked slow: ``pytest -m slow`` runs them."""
+    marks = [pytest.mark.slow] if name == "large" else []
+    return [pytest.param(s.name, marks=marks) for s in suite(name)]
+
+
+@pytest.mark.parametrize("name", _bundled("default") + _bundled("minimalloc") + _bundled("synthetic") + _bundled("large"))
+def test_in_env_play_leaves_exactly_the_plan_on_every_bundled_scenario(name):
+    """Issue 29: every decision of xla-msa's plan is one legal env action at the state where it
+    is made, so playing ``msa_action()`` (masked actions raise) leaves the plan's mapping and
+    time bit for bit; the step rewards sum to its return."""
     from mallocgym.scenarios import get
 
     scenario = get(name)
     env, total = _play_env(scenario)
     mapping = env.mapping()
+    plan = make_agent("xla-msa").solve_v1(scenario).mapping
+    assert mapping == plan
     ev = evaluate_v1(scenario.workload, mapping, scenario.hardware)
+    assert float(env.sim_state.totals[v1.TIME]) == ev.time
     assert total == pytest.approx(1.0 - ev.time / ev.time_all_slow, abs=1e-9)
-    # the agent's in-env mode (one kernel, copy budget kept incrementally) leaves the same mapping
-    assert make_agent("xla-msa:in_env=1").solve_v1(scenario).mapping == mapping
+    # the agent's in-env mode (one kernel, no env) leaves the same mapping
+    assert make_agent("xla-msa:in_env=1").solve_v1(scenario).mapping == plan
+
+
+def test_msa_action_plays_msas_choice_first_in_the_table():
+    """MSA's own move is action 1 (produce or keep) or ``1 + K`` (prefetch: first start, first
+    offset), else 0; a produced value's first FAST offset and the first prefetch are MSA's
+    alternatives even where it chooses otherwise."""
+    scenario = mlp_scenario(1, Fraction(1, 4))
+    env = MallocGameV1Env(scenario)
+    env.reset(seed=0)
+    st, k = env.static, env.k
+    ms = msa.msa_static(st)
+    ids, starts, out = np.empty(st.seg_use.shape[0] + 1, np.int64), np.empty(st.compute_time.shape[0] + 2, np.int64), \
+        np.empty(6, np.int64)
+    seen = set()
+    while env.current_segment >= 0:
+        s = env.current_segment
+        msa.decide(st, env.sim_state, ms, ids, s, starts, out)
+        a = env.msa_action()
+        kind, off, pstart = env.action_meaning(a)
+        assert kind == {v1.SLOW: "slow", v1.FAST: "fast", v1.PREFETCH_SEG: "prefetch"}[int(out[0])]
+        assert a == {"slow": 0, "fast": 1, "prefetch": 1 + k}[kind]
+        if kind != "slow":
+            assert off == out[1] and (kind == "fast" or pstart == out[2])
+        if out[3] >= 0:
+            assert env.action_meaning(1) == ("fast", int(out[3]), -1)
+        if out[4] != v1.NO_START:
+            assert env.action_meaning(1 + k) == ("prefetch", int(out[5]), int(out[4]))
+        seen.add(kind)
+        env.step(a)
+    assert seen == {"slow", "fast", "prefetch"}  # the case exercises every kind
+
+
+@pytest.mark.parametrize("name", [s.name for s in suite("default", "test")])
+def test_no_search_agent_ends_below_the_plan_on_the_test_split(name):
+    """rollout, beam and MCTS start from and complete with MSA's exact in-env play, and keep the
+    best complete game: at any budget (here 1 s, which ends most searches part-way), none ends
+    below xla-msa's plan."""
+    from mallocgym.scenarios import get
+
+    scenario = get(name)
+    plan = evaluate_v1(scenario.workload, make_agent("xla-msa").solve_v1(scenario).mapping, scenario.hardware)
+    for spec in ("rollout:time_limit=1", "beam:width=2,time_limit=1", "mcts:time_limit=1"):
+        got = evaluate_v1(scenario.workload, make_agent(spec).solve_v1(scenario).mapping, scenario.hardware)
+        assert got.time <= plan.time, (spec, got.speedup, plan.speedup)
 
 
 def test_plan_mapping_is_valid_and_rollout_and_mcts_complete_with_it():

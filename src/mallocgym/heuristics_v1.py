@@ -1,4 +1,9 @@
-"""Policies for MallocGame-v1 on the simulator: all-slow, random and the greedy completion.
+"""Policies for MallocGame-v1 on the simulator: all-slow, random, XLA's MSA and the greedy completion.
+
+**xla-msa** (:func:`complete_msa`, the v1 search agents' default completion): at each real
+decision it plays the env's MSA action (``table.msa_action``: XLA's Memory Space Assignment's
+own choice, :func:`mallocgym.sim.msa.decide`), so it leaves exactly ``xla-msa``'s plan from the
+initial state, and MSA's continuation from any other.
 
 **greedy** (the v1 search agents' completion with ``completion=greedy``; their default is
 ``xla-msa``, :mod:`mallocgym.sim.msa`): at each segment it tries at most three moves, ``SLOW``,
@@ -20,7 +25,7 @@ from .scenarios import Scenario
 from .sim import v1, v1_obs
 from .sim.v1_obs import advance_forced, play
 
-__all__ = ["V1_POLICIES", "complete_greedy", "greedy_move", "play_v1", "new_game"]
+__all__ = ["V1_POLICIES", "complete_greedy", "complete_msa", "greedy_move", "play_v1", "new_game"]
 
 
 @njit(cache=True)
@@ -58,6 +63,16 @@ def complete_greedy(st, state, table, work):
 
 
 @njit(cache=True)
+def complete_msa(st, state, table):
+    """Play the rest of the game with MSA's own action at each real decision (forced positions
+    as the env plays them); return the final program time."""
+    s = advance_forced(st, state, table)
+    while s >= 0:
+        s = play_action(st, state, s, table, table.msa_action[0])
+    return state.totals[v1.TIME]
+
+
+@njit(cache=True)
 def complete_random(st, state, table, seed):
     """Play the rest uniformly at random over the legal actions; return the final time."""
     np.random.seed(seed)
@@ -89,7 +104,7 @@ def new_game(scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, o
     """``(static, state, table, work)`` of a fresh v1 game on ``scenario``."""
     st = v1.compile_v1(scenario.workload, scenario.hardware, order, n_starts=n_starts, n_candidates=n_candidates)
     state = v1.new_state(st)
-    return st, state, v1_obs.make_table(st.seg_use.shape[0], n_candidates, n_starts), v1.copy_state(state)
+    return st, state, v1_obs.make_table(st), v1.copy_state(state)
 
 
 def play_v1(scenario: Scenario, policy: str, seed: int = 0) -> dict:

@@ -2,11 +2,12 @@
 
 They branch on :mod:`mallocgym.sim.v1` states (array copies; the env's ``clone_state`` would
 also copy its observation) and score a position by finishing it with a default policy: ``xla-msa``
-in the env (:func:`mallocgym.sim.msa.complete_msa`: XLA's Memory Space Assignment, each choice
-mapped to the nearest env action; the default) or ``greedy``
+in the env (:func:`mallocgym.heuristics_v1.complete_msa`: XLA's Memory Space Assignment's own
+action at every decision, which from the initial state leaves exactly ``xla-msa``'s plan; the
+default) or ``greedy``
 (:func:`mallocgym.heuristics_v1.complete_greedy`), chosen by the agents' ``completion=`` setting.
 Every agent keeps the best complete mapping it has seen, starting with the default policy's own,
-so none returns worse than it.
+so none returns worse than it: with ``xla-msa``, never worse than ``xla-msa``'s plan.
 
 Branching: at a decision the agents try ``SLOW``, ``FAST`` at the ``fast_branch`` best-fit
 offsets (2 by default; on a later segment the one keep), ``PREFETCH`` at each of the
@@ -20,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..evaluate_v1 import mapping_from_state
-from ..heuristics_v1 import complete_greedy, greedy_move, new_game
+from ..heuristics_v1 import complete_greedy, complete_msa, greedy_move, new_game
 from ..scenarios import Scenario
-from ..sim import msa, v1, v1_obs
+from ..sim import v1, v1_obs
 from .base import Solution
 from .search import MCTSConfig, _Budget, UCT
 
@@ -44,10 +45,6 @@ class V1Game:
         self.scenario = scenario
         self.completion = completion
         self.st, root, self.table, self.work = new_game(scenario, n_candidates=n_candidates, n_starts=n_starts)
-        self.ms = msa.msa_static(self.st)
-        self.res = msa.new_resource(self.st)
-        self.starts = np.empty(self.st.compute_time.shape[0] + 2, np.int64)
-        self.choice = np.empty(3, np.int64)
         self.k, self.fast_branch = n_candidates, fast_branch
         v1_obs.advance_forced(self.st, root, self.table)
         self.root = root
@@ -62,12 +59,9 @@ class V1Game:
 
     def policy_move(self, state, s: int) -> int:
         """The default policy's action at segment ``s`` (the table filled for it)."""
-        st, table = self.st, self.table
         if self.completion == "greedy":
-            return int(greedy_move(st, state, s, table, self.work))
-        msa.resource_from_state(st, state, self.ms, self.res)
-        msa.choose(st, state, self.ms, self.res, table.ids, s, self.starts, self.choice)
-        return int(msa.nearest_action(table, *self.choice))
+            return int(greedy_move(self.st, state, s, self.table, self.work))
+        return int(self.table.msa_action[0])
 
     def legal(self, state) -> tuple[list, int]:
         """The moves ``(kind, offset, prefetch start)`` at ``state`` and the index of the default
@@ -95,7 +89,7 @@ class V1Game:
         if self.completion == "greedy":
             t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
         else:
-            t = float(msa.complete_msa(self.st, self.scratch, self.table, self.ms, self.res, self.starts))
+            t = float(complete_msa(self.st, self.scratch, self.table))
         self.completions += 1
         if t < self.best_time:
             self.best_time = t

@@ -7,9 +7,11 @@ the rules and the functions they follow are in :mod:`mallocgym.sim.msa` and
 - ``xla-msa`` (plan): MSA's own choices, with any prefetch start its picker gives, in its own
   value order (``order=``: ``boundedness``, MSA's cost-analysis order, by default; ``spatial``,
   its order without a cost model); the v1 mapping it leaves is validated by ``evaluate``.
-- ``xla-msa:in_env=1`` (policy): played through the env, each choice mapped to the nearest
-  legal env action (the nearest of the env's ``J`` start times, then the nearest offset); the
-  env's own decision order. This is the default policy of rollout, beam and MCTS on v1.
+- ``xla-msa:in_env=1`` (policy): played through the env, MSA's own action at each decision
+  (the env offers it: :func:`mallocgym.sim.v1_obs.options`); it leaves exactly the plan's
+  mapping, bit for bit. This is the default policy of rollout, beam and MCTS on v1, which
+  therefore never end below the plan. The env's MSA is the cost picker with the scenario's
+  ratios, so ``in_env=1`` takes no picker settings.
 
 Settings (``xla-msa:key=value,...``): ``picker`` = ``cost`` (ratios ``min_ratio``,
 ``preferred_ratio``, ``max_ratio``: MSA's test values 0.8 / 1.5 / 10) or ``count`` (``min``,
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..evaluate_v1 import mapping_from_state
+from ..heuristics_v1 import complete_msa, new_game
 from ..scenarios import Scenario
 from ..sim import ORDERS, msa, v1
 from .base import Solution, parse_config
@@ -55,6 +58,9 @@ class MSAConfig:
                              f"{self.min_ratio}, {self.preferred_ratio}, {self.max_ratio}")
         if self.in_env and self.order != "boundedness":
             raise ValueError("in_env=1 plays in the env's decision order; order= applies to the plan only")
+        if self.in_env and (self.picker != "cost" or self.ratios != (0.8, 1.5, 10.0)):
+            raise ValueError("in_env=1 plays the env's own MSA action (cost picker, MSA's ratios 0.8 / 1.5 / 10); "
+                             "picker=, min_ratio=, preferred_ratio= and max_ratio= apply to the plan only")
         defaults = MSAConfig.__dataclass_fields__
         if self.picker == "cost" and (self.min, self.max) != (defaults["min"].default, defaults["max"].default):
             raise ValueError("min= and max= are settings of picker=count (the cost picker uses the ratios)")
@@ -67,17 +73,13 @@ class MSAConfig:
         return (self.min_ratio, self.preferred_ratio, self.max_ratio)
 
 
-def _kernel_args(st: v1.Static1, cfg: MSAConfig):
-    ms = msa.msa_static(st, cfg.picker, count_min=cfg.min, count_max=cfg.max, ratios=cfg.ratios)
-    starts = np.empty(st.compute_time.shape[0] + 2, np.int64)
-    return ms, msa.new_resource(st), np.empty(st.seg_use.shape[0] + 1, np.int64), starts
-
-
 def plan_msa(scenario: Scenario, cfg: MSAConfig = MSAConfig()) -> tuple[v1.Static1, v1.State1]:
     """MSA's plan on ``scenario``: the compiled scenario (in ``cfg.order``) and the final state."""
     st = v1.compile_v1(scenario.workload, scenario.hardware, cfg.order)
     state = v1.new_state(st)
-    msa.plan(st, state, *_kernel_args(st, cfg))
+    ms = msa.msa_static(st, cfg.picker, count_min=cfg.min, count_max=cfg.max, ratios=cfg.ratios)
+    msa.plan(st, state, ms, np.empty(st.seg_use.shape[0] + 1, np.int64), np.empty(st.compute_time.shape[0] + 2,
+                                                                                     np.int64))
     return st, state
 
 
@@ -95,11 +97,8 @@ class MSAAgent:
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         if cfg.in_env:
-            from ..heuristics_v1 import new_game
-
             st, state, table, _ = new_game(scenario)
-            ms, res, _, starts = _kernel_args(st, cfg)
-            msa.complete_msa(st, state, table, ms, res, starts)
+            complete_msa(st, state, table)
         else:
             st, state = plan_msa(scenario, cfg)
         n_copies = int(state.counters[v1.N_COPIES])

@@ -15,7 +15,7 @@ from .._validate import check_int
 from ..hardware import Hardware
 from ..render import ascii_map
 from ..scenarios import Scenario, oversized
-from ..sim import ORDERS, msa, v1, v1_obs
+from ..sim import ORDERS, v1, v1_obs
 from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..workloads import Workload
 from .base import ScenarioEnv, check_bins, feature_list
@@ -193,7 +193,7 @@ class MallocGameV1Env(ScenarioEnv):
         self._compiled = compiled
         st = compiled.static
         self._state = v1.new_state(st, self.memory_bins)
-        self._table = v1_obs.make_table(st.seg_use.shape[0], self.k, self.j)
+        self._table = v1_obs.make_table(st)
         self._obs = v1_obs.make_obs(self.k, self.j, *self.memory_bins, n_next=self.n_next)
         self._done = False
         self._advance()
@@ -235,21 +235,15 @@ class MallocGameV1Env(ScenarioEnv):
         return int(self._compiled.static.seg_buf[s]) if s >= 0 else -1
 
     def msa_action(self) -> int:
-        """The ``xla-msa`` in-env policy's action now: XLA's Memory Space Assignment's choice for
-        the current segment (:func:`mallocgym.sim.msa.choose`, cost-analysis picker with the env's
-        ``ratios``) mapped to the nearest legal action (same kind; the nearest prefetch start,
-        then the nearest offset). Its copy budget is rebuilt from the prefetches made so far.
-        0 (``SLOW``) at the end."""
+        """The action that plays XLA's Memory Space Assignment's own choice for the current segment
+        (:func:`mallocgym.sim.msa.decide`: cost-analysis picker with the env's ``ratios``, its copy
+        budget that of the prefetches made so far): ``1`` where MSA produces or keeps the value in
+        fast memory, ``1 + K`` where it prefetches (its start and offset are the first of each),
+        else ``0`` (``SLOW``). Played from ``reset`` to the end it leaves exactly ``xla-msa``'s
+        plan. 0 at the end."""
         if self._done:
             return 0
-        st = self._compiled.static
-        if getattr(self, "_msa", (None,))[0] is not st:  # per scenario: settings and work arrays
-            self._msa = (st, msa.msa_static(st), msa.new_resource(st), np.empty(st.seg_use.shape[0] + 1, np.int64),
-                         np.empty(st.compute_time.shape[0] + 2, np.int64), np.empty(3, np.int64))
-        _, ms, res, ids, starts, out = self._msa
-        msa.resource_from_state(st, self._state, ms, res)
-        msa.choose(st, self._state, ms, res, ids, self.current_segment, starts, out)
-        return int(msa.nearest_action(self._table, *out))
+        return int(self._table.msa_action[0])
 
     def action_meaning(self, action: int) -> tuple[str, int, int]:
         """``(kind, offset, prefetch start)`` of ``action`` now (``("illegal", -1, -1)`` if masked)."""
@@ -329,7 +323,7 @@ class MallocGameV1Env(ScenarioEnv):
     # ------------------------------------------------------------------ search support
     def clone_state(self) -> GameStateV1:
         """A snapshot of the game (array copies), for :meth:`restore_state`."""
-        return GameStateV1(self._compiled, v1.copy_state(self._state), v1_obs.Table(*(a.copy() for a in self._table)),
+        return GameStateV1(self._compiled, v1.copy_state(self._state), v1_obs.copy_table(self._table),
                            v1_obs.Obs(*(a.copy() for a in self._obs)), self._done)
 
     def restore_state(self, state: GameStateV1) -> None:
@@ -338,7 +332,7 @@ class MallocGameV1Env(ScenarioEnv):
             raise TypeError(f"restore_state expects a GameStateV1 from clone_state(), got {type(state).__name__}")
         self._compiled = state.compiled
         self._state = v1.copy_state(state.sim_state)
-        self._table = v1_obs.Table(*(a.copy() for a in state.table))
+        self._table = v1_obs.copy_table(state.table)
         self._obs = v1_obs.Obs(*(a.copy() for a in state.obs))
         self._done = state.done
         self._bind_step_kernel()
@@ -346,7 +340,6 @@ class MallocGameV1Env(ScenarioEnv):
     def __getstate__(self) -> dict:
         out = dict(self.__dict__)
         out.pop("_step_kernel", None)  # a compiled entry point does not pickle: bound again on load
-        out.pop("_msa", None)  # the xla-msa policy's work arrays: rebuilt on first use
         return out
 
     def __setstate__(self, state: dict) -> None:

@@ -24,12 +24,9 @@ ranked last; the interval looked ahead to the latest later use reachable without
 (binary search), the chunk committed only up to this use. An extension tries only the previous
 offset.
 
-Copy resource (``AsynchronousCopyResource::ConsumeResource``): each op's budget is its all-slow
-elapsed time; prefetches are kept sorted by start (FIFO); a copy consumes ``size / slow_bw``
-over the ops strictly inside its window after the earlier copies' leftover (``delay``), and its
-own leftover when the next copy starts pushes that copy back, recursively; a copy that cannot
-finish inside its window is refused. Evictions do not consume it (MSA's eviction budget is
-disabled on its last retry, which with the default single retry is the only one).
+Copy budget (``AsynchronousCopyResource``): kept by every v1 state (:mod:`mallocgym.sim.copy_budget`),
+so MSA's choice is a function of the state; the env offers it as an action
+(:func:`mallocgym.sim.v1_obs.options`), and played through the env it leaves exactly the plan.
 """
 
 from __future__ import annotations
@@ -39,13 +36,11 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from . import v1
+from . import copy_budget, v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
-from .v1_obs import advance_forced, play
 
-__all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state",
-           "has_resource", "add_copy", "picker_starts", "nocopy_ok", "keep_free", "best_fit",
-           "look_ahead_fit", "choose", "plan", "nearest_action", "complete_msa"]
+__all__ = ["MsaStatic", "PICKERS", "msa_static", "picker_starts", "nocopy_ok", "keep_free", "best_fit",
+           "look_ahead_fit", "decide", "choose", "plan"]
 
 PICKERS = ("cost", "count")
 COST, COUNT = 0, 1
@@ -59,16 +54,7 @@ MsaStatic = namedtuple("MsaStatic", [
     "params",     # float64[8]: picker, min / preferred / max ratio, count min / max, max no-copy time, eps
     "elapsed",    # float64[T] all-slow elapsed time of each op: the copy budget per op
     "reduction",  # float64[S] time the use op saves with this segment's accesses fast (inst_elapsed_reduction)
-    "rank",       # int64[S] position of each segment in the decision order (copies of a state re-added in it)
     "cum_slow",   # float64[T+1] prefix sums of ``elapsed`` (the scenario's; read by ``v1.interval_time``)
-])
-
-Resource = namedtuple("Resource", [
-    "start",   # int64[S] prefetches sorted by start (equal starts in the order added): issued after op start,
-    "end",     #   done before op end,
-    "amount",  #   float64 copy time (size / slow_bw)
-    "count",   # int64[1] how many
-    "delay",   # float64[T+1] leftover of earlier copies at the start of each op
 ])
 
 
@@ -104,128 +90,9 @@ def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, coun
     fast = np.maximum(st.compute_time[u],
                       (slow_bytes[u] - seg_bytes) / slow_bw + seg_bytes / fast_bw + st.overhead[u])
     reduction = np.maximum(elapsed[u] - fast, 0.0)
-    rank = np.empty(st.order.shape[0], np.int64)
-    rank[st.order] = np.arange(st.order.shape[0])
     params = np.array([COST if picker == "cost" else COUNT, lo_r, pref_r, max_r, count_min, count_max,
                        max_r * capacity / slow_bw, 1e-12 * float(p[v1.TIME_ALL_SLOW])])
-    return MsaStatic(params, elapsed, reduction, rank, st.cum_slow)
-
-
-def new_resource(st: v1.Static1) -> Resource:
-    s, t = st.seg_use.shape[0], st.compute_time.shape[0]
-    return Resource(np.zeros(s, np.int64), np.zeros(s, np.int64), np.zeros(s), np.zeros(1, np.int64),
-                    np.zeros(t + 1))
-
-
-# ------------------------------------------------------------------------------ copy resource
-@njit(cache=True)
-def _upper_bound(res, t):
-    """The first copy (in start order) that starts after op ``t``."""
-    lo, hi = 0, res.count[0]
-    while lo < hi:
-        m = (lo + hi) // 2
-        if res.start[m] <= t:
-            lo = m + 1
-        else:
-            hi = m
-    return lo
-
-
-@njit(cache=True)
-def _consume(ms, res, start, end, amount, update):
-    """``ConsumeResource`` for a new copy, op by op as MSA writes it: whether it (and every copy
-    it pushes back) still finishes inside its window; with ``update``, record the leftovers in
-    ``delay``. :func:`has_resource` answers the same question from prefix sums."""
-    eps = ms.params[EPS]
-    if amount <= 0.0:
-        return True
-    left = amount + res.delay[start + 1]
-    nxt = _upper_bound(res, start)
-    n = res.count[0]
-    while True:
-        pushed = -1.0
-        t = start + 1
-        while t < end and left > eps:
-            used = min(left, ms.elapsed[t])
-            if nxt < n and res.start[nxt] == t - 1:
-                pushed = left  # still copying when the next copy is issued: it waits for this
-            if update and pushed < 0.0:
-                res.delay[t] = left
-            left -= used
-            t += 1
-        if left > eps:
-            return False
-        if pushed < 0.0:
-            return True
-        start, end = res.start[nxt], res.end[nxt]
-        left = pushed + res.amount[nxt]
-        nxt += 1
-
-
-@njit(cache=True)
-def has_resource(ms, res, start, end, amount):
-    """``HasEnoughResource``: can a copy of ``amount`` seconds issued after op ``start`` be done
-    before op ``end`` without pushing any later copy past its own end?
-
-    :func:`_consume` without its op-by-op loop: a copy fits iff its work (with the earlier
-    copies' leftover) is at most the ops' time inside its window, and it pushes the next copy
-    by what is left of it when that copy is issued; both are prefix sums of the op times
-    (``interval_time``), so a check costs one step per copy it pushes, not one per op."""
-    eps = ms.params[EPS]
-    if amount <= 0.0:
-        return True
-    left = amount + res.delay[start + 1]
-    nxt = _upper_bound(res, start)
-    n = res.count[0]
-    while True:
-        if left > interval_time(ms, start, end) + eps:
-            return False
-        if nxt >= n or res.start[nxt] + 1 >= end:
-            return True
-        pushed = left - interval_time(ms, start, res.start[nxt] + 1)  # still to copy when it is issued
-        if pushed <= eps:
-            return True
-        start, end = res.start[nxt], res.end[nxt]
-        left = pushed + res.amount[nxt]
-        nxt += 1
-
-
-@njit(cache=True)
-def add_copy(ms, res, start, end, amount):
-    """``AddCopy``: consume the resource and insert the copy after those issued at the same op."""
-    _consume(ms, res, start, end, amount, True)
-    i = _upper_bound(res, start)
-    n = res.count[0]
-    for j in range(n, i, -1):
-        res.start[j] = res.start[j - 1]
-        res.end[j] = res.end[j - 1]
-        res.amount[j] = res.amount[j - 1]
-    res.start[i] = start
-    res.end[i] = end
-    res.amount[i] = amount
-    res.count[0] = n + 1
-
-
-@njit(cache=True)
-def resource_from_state(st, state, ms, res):
-    """Rebuild ``res`` from a v1 state's prefetches, added in decision order."""
-    res.count[0] = 0
-    res.delay[:] = 0.0
-    n = state.counters[v1.N_COPIES]
-    keys = np.empty(n, np.int64)
-    m = 0
-    for i in range(n):
-        if state.cp_kind[i] == 0:  # a prefetch: key = its segment
-            keys[m] = state.cp_key[i]
-            m += 1
-    ranks = np.empty(m, np.int64)
-    for i in range(m):
-        ranks[i] = ms.rank[keys[i]]
-    order = np.argsort(ranks)
-    slow_bw = st.params[v1.SLOW_BW]
-    for i in range(m):
-        s = keys[order[i]]
-        add_copy(ms, res, state.seg_pstart[s], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
+    return MsaStatic(params, elapsed, reduction, st.cum_slow)
 
 
 # ------------------------------------------------------------------------------ the picker
@@ -376,10 +243,17 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
 
 # ------------------------------------------------------------------------------ decisions
 @njit(cache=True)
-def choose(st, state, ms, res, ids, s, starts, out):
-    """MSA's allocation for segment ``s`` of the current state into ``out`` = ``(kind, offset,
-    prefetch start)``."""
+def decide(st, state, ms, ids, s, starts, out):
+    """MSA's allocation for segment ``s`` of the current state and its alternatives, into
+    ``out[6]``: ``out[0:3]`` = ``(kind, offset, prefetch start)`` of its choice; ``out[3]`` = the
+    offset it would produce the value at (a defined buffer's first segment: the look-ahead best
+    fit over ``[d, ...]``, -1 otherwise or where nothing fits); ``out[4:6]`` = the prefetch it
+    would issue if it kept nothing, ``(start, offset)`` (``(v1.NO_START, -1)``: none; a start
+    of -1 is a copy issued before op 0). The copy budget is the
+    state's own (``state.rs_*``). ``starts`` is scratch (``T + 2`` entries), ``ids`` too
+    (``S + 1``)."""
     out[0], out[1], out[2] = SLOW, -1, -1
+    out[3], out[4], out[5] = -1, v1.NO_START, -1
     b = st.seg_buf[s]
     if st.size[b] > st.iparams[v1.CAPACITY]:
         return
@@ -388,18 +262,17 @@ def choose(st, state, ms, res, ids, s, starts, out):
     d = st.def_op[b]
     n_ops = st.compute_time.shape[0]
     if s == first:
-        # produce in fast memory (not a program input, nor an output produced by the last op,
-        # which MSA pins to default memory)
-        if d >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and nocopy_ok(st, ms, d, u):
+        if d >= 0:
             off = look_ahead_fit(st, state, ms, ids, s, d)
-            if off >= 0:
+            out[3] = off
+            # produce in fast memory (not a program input, nor an output produced by the last
+            # op, which MSA pins to default memory)
+            if off >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and nocopy_ok(st, ms, d, u):
                 out[0], out[1] = FAST, off
-                return
     else:
         k = state.seg_kind[s - 1]
         if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, s):
             out[0], out[1] = FAST, state.seg_off[s - 1]
-            return
     lo, hi = v1.prefetch_window(st, state, s)
     if d < 0 and st.seg_use[first] > st.start[b] and lo < st.start[b]:
         # a program input whose live range starts at an op of its own (an XLA parameter): MSA's
@@ -419,71 +292,43 @@ def choose(st, state, ms, res, ids, s, starts, out):
         return
     n = picker_starts(st, ms, s, lo, starts)
     copy = st.size[b] / st.params[v1.SLOW_BW]
+    eps = ms.params[EPS]
     no_room = lo - 1  # nothing fits over [p + 1, u] for every p <= no_room (a longer window: fewer gaps)
     for i in range(n):
         p = starts[i]
-        if p < lo or p > hi or p <= no_room or not has_resource(ms, res, p, u, copy):
+        if p < lo or p > hi or p <= no_room or not copy_budget.fits(st.cum_slow, eps, state, p, u, copy):
             continue
         off = look_ahead_fit(st, state, ms, ids, s, p + 1)
         if off >= 0:
-            out[0], out[1], out[2] = PREFETCH_SEG, off, p
+            out[4], out[5] = p, off
+            if out[0] == SLOW:
+                out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
         no_room = p
 
 
 @njit(cache=True)
-def plan(st, state, ms, res, ids, starts):
-    """Play MSA from the state's position to the end with its exact choices (any prefetch start
-    the picker gives, not only the env's); return the program time. ``res`` is rebuilt from the
-    state first; ``ids`` is scratch (``S + 1`` entries)."""
-    resource_from_state(st, state, ms, res)
-    out = np.empty(3, np.int64)
+def choose(st, state, ms, ids, s, starts, out):
+    """MSA's allocation for segment ``s`` of the current state into ``out[3]`` = ``(kind,
+    offset, prefetch start)`` (:func:`decide`'s first three)."""
+    full = np.empty(6, np.int64)
+    decide(st, state, ms, ids, s, starts, full)
+    out[0], out[1], out[2] = full[0], full[1], full[2]
+
+
+@njit(cache=True)
+def plan(st, state, ms, ids, starts):
+    """Play MSA from the state's position to the end with its exact choices; return the program
+    time. ``ids`` is scratch (``S + 1`` entries), ``starts`` too (``T + 2``). With the cost
+    picker and the scenario's ratios these are the env's MSA actions (action ``1`` or ``1 + K``
+    where MSA keeps or prefetches), so playing those through the env leaves this plan."""
+    out = np.empty(6, np.int64)
     n = st.seg_use.shape[0]
-    slow_bw = st.params[v1.SLOW_BW]
     while state.counters[v1.POS] < n:
         pos = state.counters[v1.POS]
         s = st.order[pos]
-        choose(st, state, ms, res, ids, s, starts, out)
+        decide(st, state, ms, ids, s, starts, out)
         v1.apply_rules(st, state, s, out[0], out[1], out[2])
-        if out[0] == PREFETCH_SEG:
-            add_copy(ms, res, out[2], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN] += 1
     return v1.current_time(st, state)
-
-
-@njit(cache=True)
-def nearest_action(table, kind, off, pstart):
-    """The env action nearest to MSA's choice: the same kind (PREFETCH: the nearest start time,
-    then the nearest offset; FAST: the nearest offset), else SLOW (action 0)."""
-    best = 0
-    if kind == SLOW:
-        return 0
-    best_dp = -1
-    best_do = -1
-    for a in range(1, table.kind.shape[0]):
-        if table.kind[a] != kind:
-            continue
-        dp = abs(table.pstart[a] - pstart) if kind == PREFETCH_SEG else 0
-        do = abs(table.off[a] - off)
-        if best_dp < 0 or dp < best_dp or (dp == best_dp and do < best_do):
-            best, best_dp, best_do = a, dp, do
-    return best
-
-
-@njit(cache=True)
-def complete_msa(st, state, table, ms, res, starts):
-    """Play the rest of the game with MSA's choice mapped to the nearest env action at each
-    real decision (forced positions as the env plays them); return the final program time.
-    ``res`` is rebuilt from the state first."""
-    resource_from_state(st, state, ms, res)
-    out = np.empty(3, np.int64)
-    slow_bw = st.params[v1.SLOW_BW]
-    s = advance_forced(st, state, table)
-    while s >= 0:
-        choose(st, state, ms, res, table.ids, s, starts, out)
-        a = nearest_action(table, out[0], out[1], out[2])
-        if table.kind[a] == PREFETCH_SEG:
-            add_copy(ms, res, table.pstart[a], st.seg_use[s], st.size[st.seg_buf[s]] / slow_bw)
-        s = play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
-    return state.totals[v1.TIME]

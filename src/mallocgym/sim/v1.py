@@ -42,7 +42,7 @@ from numba import njit
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
-from . import ORDERS, _insert_candidate, buffer_order, compute_times
+from . import ORDERS, _insert_candidate, buffer_order, compute_times, copy_budget
 from .runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
@@ -107,6 +107,11 @@ State1 = namedtuple("State1", [
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint
+    "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in start order,
+    "rs_end",        #   issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
+    "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op. Every
+    "rs_count",      #   prefetch is added as it is decided, so MSA's choice (the env's MSA action) is a
+    "rs_delay",      #   function of the state.
     "counters",      # int64[9]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
                      #   touches, the chunk index's bucket width and registrations used
@@ -118,6 +123,8 @@ INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near th
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
+NO_START = -2  # no prefetch start (-1 is one: issued before op 0)
+BUDGET_EPS = 1e-12  # the copy budget's tolerance, relative to the all-slow program time
 
 
 # ------------------------------------------------------------------------------ set-up (Python)
@@ -258,7 +265,8 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
         blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
-        counters=np.zeros(9, np.int64), totals=np.zeros(3),
+        rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
+        rs_delay=np.zeros(t + 1), counters=np.zeros(9, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
@@ -342,6 +350,12 @@ def copy_into(src, dst):
     dst.ix_reg_hi[:] = src.ix_reg_hi
     dst.ix_count[:] = src.ix_count
     dst.image[:, :] = src.image
+    n = src.rs_count[0]
+    dst.rs_start[:n] = src.rs_start[:n]
+    dst.rs_end[:n] = src.rs_end[:n]
+    dst.rs_amount[:n] = src.rs_amount[:n]
+    dst.rs_count[0] = n
+    dst.rs_delay[:] = src.rs_delay
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
 
@@ -539,7 +553,10 @@ def _activate(st, state, c):
 def held_through(state, c, msa_hold):
     """The last op chunk ``c`` occupies: ``ch_hi``, or with ``msa_hold`` MSA's view, in which an
     evicted chunk is held through its eviction's done op (``prev_allocation->Extend(
-    eviction_end_time)``), one op longer than the v1 rules hold it."""
+    eviction_end_time)``), one op longer than the v1 rules hold it. (The chunk walks below write
+    this test out over the arrays: a function call that takes the state, or arrays, inside a hot
+    loop updates the arrays' reference counts at every call, which made a walk over 50,000 chunks
+    take 0.2 s instead of 0.2 ms.)"""
     hi = state.ch_hi[c]
     if msa_hold:
         b = state.ch_buf[c]
@@ -556,28 +573,30 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     is taken in the first of them that the window spans: its first bucket or the window's), then
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
     (``active``) is cheaper."""
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, active = state.ix_head, state.ix_nxt, state.ix_cid, state.active
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
     if 2 * _registrations(state, k0, k1) > state.counters[N_CHUNKS]:
         for i in range(state.counters[N_CHUNKS]):
-            c = state.active[i]
-            if state.ch_buf[c] == skip_buf or state.ch_lo[c] > hi or held_through(state, c, msa_hold) < lo:
+            c = active[i]
+            if ch_buf[c] == skip_buf or ch_lo[c] > hi or (ch_hi[c] if not msa_hold or ev_chunk[ch_buf[c]] != c else max(ch_hi[c], ev_done[ch_buf[c]])) < lo:
                 continue
             ids[m] = c
             m += 1
         return m
     for k in range(k0, k1 + 1):
-        j = state.ix_head[k]
+        j = head[k]
         while j >= 0:
-            c = state.ix_cid[j]
-            j = state.ix_nxt[j]
+            c = cid[j]
+            j = nxt[j]
             if c < 0:  # not the chunk's first bucket: met in an earlier bucket of this window
                 if k > k0:
                     continue
                 c = ~c
-            if state.ch_buf[c] == skip_buf or state.ch_lo[c] > hi or held_through(state, c, msa_hold) < lo:
+            if ch_buf[c] == skip_buf or ch_lo[c] > hi or (ch_hi[c] if not msa_hold or ev_chunk[ch_buf[c]] != c else max(ch_hi[c], ev_done[ch_buf[c]])) < lo:
                 continue
             ids[m] = c
             m += 1
@@ -658,20 +677,22 @@ def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the
     index buckets of the window (no sort is needed here, so the walk beats a scan of every chunk
     even on long windows)."""
-    size = st.size[b]
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
+    size = sizes[b]
     first = hi + 1
     w = state.counters[IX_WIDTH]
-    for k in range(max(lo, 0) // w, min(hi // w, state.ix_head.shape[0] - 1) + 1):
-        j = state.ix_head[k]
+    for k in range(max(lo, 0) // w, min(hi // w, head.shape[0] - 1) + 1):
+        j = head[k]
         while j >= 0:
-            c = state.ix_cid[j]
-            j = state.ix_nxt[j]
+            c = cid[j]
+            j = nxt[j]
             if c < 0:
                 c = ~c
-            if state.ch_buf[c] == b or held_through(state, c, msa_hold) < lo or state.ch_lo[c] > hi:
+            if ch_buf[c] == b or (ch_hi[c] if not msa_hold or ev_chunk[ch_buf[c]] != c else max(ch_hi[c], ev_done[ch_buf[c]])) < lo or ch_lo[c] > hi:
                 continue
-            if state.ch_off[c] < off + size and off < state.ch_off[c] + st.size[state.ch_buf[c]]:
-                t = state.ch_lo[c] if state.ch_lo[c] > lo else lo
+            if ch_off[c] < off + size and off < ch_off[c] + sizes[ch_buf[c]]:
+                t = ch_lo[c] if ch_lo[c] > lo else lo
                 if any_op:
                     return t
                 if t < first:
@@ -747,9 +768,11 @@ def _first_within(st, lo, hi, u, bound):
 
 
 @njit(cache=True)
-def prefetch_starts(st, state, s, out):
-    """The picker's prefetch issue ops for segment ``s`` into ``out[J]``, distinct, in the order
-    preferred, latest, earliest, midpoint; return how many (0 if no prefetch is possible).
+def prefetch_starts(st, state, s, out, first):
+    """The prefetch issue ops for segment ``s`` into ``out[J]``, distinct, in the order ``first``
+    (MSA's own start for this segment, :func:`mallocgym.sim.msa.decide`; ``NO_START``: none), then the
+    picker's preferred, latest, earliest and midpoint; return how many (0 if no prefetch is
+    possible).
 
     For use ``u`` and copy time ``c = size / slow_bw``, with ``I(p)`` the all-slow time of the ops
     strictly between ``p`` and ``u``: latest = the largest ``p`` with ``I(p) >= min_ratio * c``;
@@ -767,13 +790,15 @@ def prefetch_starts(st, state, s, out):
     preferred = max(_last_covering(st, lo, hi, u, st.params[PREF_RATIO] * copy), lo)
     earliest = min(_first_within(st, lo, hi, u, st.params[MAX_RATIO] * cap_time), hi)
     mid = (earliest + latest) // 2
-    picks = (preferred, latest, earliest, mid)
+    picks = (first, preferred, latest, earliest, mid)
     n = 0
     j_max = st.iparams[N_STARTS]
-    for i in range(4):
+    for i in range(5):
         if n >= j_max:
             break
         p = picks[i]
+        if p == NO_START:
+            continue
         dup = False
         for q in range(n):
             if out[q] == p:
@@ -799,14 +824,17 @@ def keep_legal(st, state, s):
 
 
 @njit(cache=True)
-def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
-    """Everything legal for segment ``s``.
+def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, msa_fast, msa_p, msa_poff):
+    """Everything legal for segment ``s``, with XLA's own choices first.
 
-    Writes the FAST offsets into ``fast_off[K]`` (first segment of a defined buffer: candidates
-    over ``[d, use]``; a later one: the one offset that keeps the value, if it can), the prefetch
-    issue ops into ``starts[J]`` and, for each, its candidate offsets over ``[p + 1, use]`` into
-    ``pf_off[J, K]`` (counts in ``pf_count[J]``). Returns ``(n_fast, n_starts)``. SLOW is always
-    legal.
+    Writes the FAST offsets into ``fast_off[K]`` (first segment of a defined buffer: ``msa_fast``,
+    MSA's look-ahead best-fit offset, then the candidates over ``[d, use]``; a later one: the one
+    offset that keeps the value, if it can), the prefetch issue ops into ``starts[J]`` (``msa_p``,
+    the start MSA would issue a prefetch at, then the picker's; :func:`prefetch_starts`) and, for
+    each, its candidate offsets over ``[p + 1, use]`` into ``pf_off[J, K]`` (counts in
+    ``pf_count[J]``; at ``msa_p``, MSA's offset ``msa_poff`` first). ``-1`` (``msa_p``:
+    ``NO_START``): MSA has no such choice. Returns ``(n_fast, n_starts)``. SLOW is always legal. MSA's choices are legal moves
+    (:mod:`mallocgym.sim.msa`: its chunks are free over windows that contain these).
     """
     b = st.seg_buf[s]
     k = st.iparams[N_CAND]
@@ -817,7 +845,7 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
     if s != st.seg_ptr[b] and keep_legal(st, state, s):
         fast_off[0] = state.seg_off[s - 1]
         n_fast = 1
-    n_starts = prefetch_starts(st, state, s, starts) if fits else 0
+    n_starts = prefetch_starts(st, state, s, starts, msa_p) if fits else 0
     if produce or n_starts > 0:
         # every window ends at the use, so one scan of the chunks from the earliest window start
         # serves them all (the FAST window [d, use] contains the prefetch ones)
@@ -828,9 +856,30 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids):
         m = live_chunks(st, state, lo, u, b, ids, False)
         if produce:
             n_fast = _candidates_among(st, state, b, st.def_op[b], k, ids, m, fast_off)
+            n_fast = _put_first(fast_off, n_fast, k, msa_fast)
         for j in range(n_starts):
             pf_count[j] = _candidates_among(st, state, b, starts[j] + 1, k, ids, m, pf_off[j])
+            if starts[j] == msa_p and msa_p != NO_START:
+                pf_count[j] = _put_first(pf_off[j], pf_count[j], k, msa_poff)
     return n_fast, n_starts
+
+
+@njit(cache=True)
+def _put_first(offs, n, k, off):
+    """Move ``off`` to the front of ``offs[:n]`` (inserting it, and dropping the last of ``k`` if
+    full, when absent); return the new count. ``off < 0``: unchanged."""
+    if off < 0:
+        return n
+    i = 0
+    while i < n and offs[i] != off:
+        i += 1
+    if i == n:
+        n = n + 1 if n < k else k
+        i = n - 1
+    for j in range(i, 0, -1):
+        offs[j] = offs[j - 1]
+    offs[0] = off
+    return n
 
 
 @njit(cache=True)
@@ -966,6 +1015,8 @@ def apply_rules(st, state, s, kind, off, pstart):
         if kind == PREFETCH_SEG:
             state.seg_pstart[s] = pstart
             _add_copy(st, state, s, pstart, st.seg_use[s], float(st.size[b]), PREFETCH)
+            copy_budget.add(st.cum_slow, BUDGET_EPS * st.params[TIME_ALL_SLOW], state, pstart, st.seg_use[s],
+                            st.size[b] / st.params[SLOW_BW])
     if kind == FAST or kind == PREFETCH_SEG:
         _price(st, state, b, s, True)
         if kind == FAST and s == st.seg_ptr[b]:

@@ -12,13 +12,13 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from . import v1
+from . import msa, v1
 from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
                  TIME_ALL_SLOW, interval_time, segment_options)
 
 __all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "NEXT_FEATURES", "PROGRESS_FEATURES", "Table",
            "Obs",
-           "make_table", "make_obs", "options", "observe", "advance_forced", "play", "advance", "step"]
+           "make_table", "copy_table", "make_obs", "options", "observe", "advance_forced", "play", "advance", "step"]
 
 BUFFER_FEATURES = (
     "size / fast-memory capacity (clipped at 1)",
@@ -78,16 +78,28 @@ Table = namedtuple("Table", [
     "pf_count",  # int64[J]
     "pf_off",    # int64[J, K]
     "ids",       # int64[S + 1] scratch
+    "msa",       # MsaStatic: XLA's MSA (cost picker, the scenario's ratios), whose choice the table offers
+    "msa_out",   # int64[6] MSA's choice and alternatives at the segment (mallocgym.sim.msa.decide)
+    "msa_action",  # int64[1] the action that plays MSA's choice: 0 (SLOW), 1 (FAST) or 1 + K (PREFETCH)
+    "pick",      # int64[T + 2] scratch: the picker's start times
 ])
 
 Obs = namedtuple("Obs", ["buffer", "segment", "actions", "next", "memory", "progress", "action_mask"])
 
 
-def make_table(n_segments: int, k: int, j: int) -> Table:
+def make_table(st: v1.Static1) -> Table:
+    """The action table of a game on ``st`` (``K`` offsets and ``J`` starts as compiled)."""
+    k, j = int(st.iparams[v1.N_CAND]), int(st.iparams[v1.N_STARTS])
     n_actions = 1 + k + j * k
     return Table(np.full(n_actions, -1, np.int64), np.full(n_actions, -1, np.int64), np.full(n_actions, -1, np.int64),
                  np.zeros(k, np.int64), np.zeros(j, np.int64), np.zeros(j, np.int64), np.zeros((j, k), np.int64),
-                 np.zeros(n_segments + 1, np.int64))
+                 np.zeros(st.seg_use.shape[0] + 1, np.int64), msa.msa_static(st), np.full(6, -1, np.int64),
+                 np.zeros(1, np.int64), np.zeros(st.compute_time.shape[0] + 2, np.int64))
+
+
+def copy_table(table: Table) -> Table:
+    """A copy of ``table`` (its arrays; the static MSA settings are shared)."""
+    return Table(*(a if name == "msa" else a.copy() for name, a in zip(Table._fields, table)))
 
 
 def make_obs(k: int, j: int, a_bins: int, t_bins: int, n_next: int = 8) -> Obs:
@@ -100,15 +112,24 @@ def make_obs(k: int, j: int, a_bins: int, t_bins: int, n_next: int = 8) -> Obs:
 
 @njit(cache=True)
 def options(st, state, s, table):
-    """Fill the action table for segment ``s``; return the number of legal actions besides SLOW."""
+    """Fill the action table for segment ``s``; return the number of legal actions besides SLOW.
+
+    XLA's own choice (:func:`mallocgym.sim.msa.decide`) is always one action: ``1`` where MSA
+    produces or keeps the value in fast memory, ``1 + K`` (the first start, the first offset)
+    where it prefetches, else ``0``; ``table.msa_action[0]`` names it. The first FAST offset and
+    the first start and its first offset are MSA's alternatives even where it chooses otherwise.
+    """
     k = table.fast_off.shape[0]
     j_max = table.starts.shape[0]
     table.kind[:] = -1
     table.off[:] = -1
     table.pstart[:] = -1
     table.kind[0] = SLOW
+    mo = table.msa_out
+    msa.decide(st, state, table.msa, table.ids, s, table.pick, mo)
     n_fast, n_starts = segment_options(st, state, s, table.fast_off, table.starts, table.pf_count, table.pf_off,
-                                       table.ids)
+                                       table.ids, mo[3], mo[4], mo[5])
+    table.msa_action[0] = 0 if mo[0] == SLOW else (1 if mo[0] == FAST else 1 + k)
     legal = 0
     for i in range(n_fast):
         table.kind[1 + i] = FAST

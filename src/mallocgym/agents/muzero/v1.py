@@ -40,7 +40,8 @@ import numpy as np
 
 from ...evaluate_v1 import mapping_from_state
 from ...scenarios import Scenario
-from ...sim import msa, v1, v1_obs
+from ...heuristics_v1 import complete_msa
+from ...sim import v1, v1_obs
 from ...sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
@@ -100,16 +101,13 @@ def branch_mask(action_mask: np.ndarray, base: int, k: int, fast_branch: int = F
 
 
 class Completions:
-    """Exact ``xla-msa`` completions (:func:`mallocgym.sim.msa.complete_msa`, the in-env
+    """Exact ``xla-msa`` completions (:func:`mallocgym.heuristics_v1.complete_msa`, the in-env
     policy) from a v1 simulator state of ``st`` (its own work arrays: the env is not touched).
     The best complete game seen is kept (``best_time``, ``best_state``)."""
 
-    def __init__(self, st: v1.Static1, k: int, j: int):
+    def __init__(self, st: v1.Static1):
         self.st = st
-        self.ms = msa.msa_static(st)
-        self.res = msa.new_resource(st)
-        self.starts = np.empty(st.compute_time.shape[0] + 2, np.int64)
-        self.table = v1_obs.make_table(st.seg_use.shape[0], k, j)
+        self.table = v1_obs.make_table(st)
         self.count = 0
         self.best_time = float("inf")
         self.best_state: v1.State1 | None = None
@@ -120,7 +118,7 @@ class Completions:
 
     def _finish(self, work: v1.State1) -> float:
         self.count += 1
-        t = float(msa.complete_msa(self.st, work, self.table, self.ms, self.res, self.starts))
+        t = float(complete_msa(self.st, work, self.table))
         if t < self.best_time:
             self.best_time, self.best_state = t, work
         return t
@@ -152,7 +150,7 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
     obs, info = env.reset(seed=int(rng.integers(2**31)))
     st = env.static
     slow = float(st.params[v1.TIME_ALL_SLOW])
-    scorer = Completions(st, env.k, env.j)
+    scorer = Completions(st)
     xla_time = scorer.complete(env.sim_state)
     p = min(1.0, t.label_positions / max(int(st.seg_use.shape[0]), 1))
     records: list[ExpertRecord] = []
@@ -223,7 +221,7 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
         raise ValueError("the policy and a gate >= 0 read an advantage_fn")
     obs, info = env.reset(seed=seed)
     st = env.static
-    scorer = None if gate is None else Completions(st, env.k, env.j)
+    scorer = None if gate is None else Completions(st)
     start_time = scorer.complete(env.sim_state) if scorer is not None else None
     done = env.current_segment < 0
     decisions = departures = searched = 0
