@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..evaluate_v1 import mapping_from_state
+from ..pricing.v1 import mapping_from_state
 from ..scenarios import Scenario
 from ..sim import ORDERS, msa, v1
 from .base import Solution, parse_config
@@ -95,7 +95,7 @@ class MSAAgent:
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         if cfg.in_env:
-            from ..heuristics_v1 import new_game
+            from ..heuristics.v1 import new_game
 
             st, state, table, _ = new_game(scenario)
             ms, res, _, starts = _kernel_args(st, cfg)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .scenarios import Scenario
-from .sim import v1, v1_obs
-from .sim.v1_obs import advance_forced, play
+from ..features import v1 as v1_obs
+from ..features.v1 import advance_forced, play
+from ..scenarios import Scenario
+from ..sim import v1
 
 __all__ = ["V1_POLICIES", "complete_greedy", "greedy_move", "play_v1", "new_game"]
 
@@ -94,7 +95,7 @@ def new_game(scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, o
 
 def play_v1(scenario: Scenario, policy: str, seed: int = 0) -> dict:
     """The v1 mapping a policy (``all-slow``, ``random``, ``greedy``) leaves on ``scenario``."""
-    from .evaluate_v1 import mapping_from_state
+    from ..pricing.v1 import mapping_from_state
 
     st, state, table, work = new_game(scenario)
     if policy == "all-slow":

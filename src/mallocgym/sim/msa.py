@@ -41,7 +41,7 @@ from numba import njit
 
 from . import v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
-from .v1_obs import advance_forced, play
+from ..features.v1 import advance_forced, play
 
 __all__ = ["MsaStatic", "Resource", "PICKERS", "msa_static", "new_resource", "resource_from_state",
            "has_resource", "add_copy", "picker_starts", "nocopy_ok", "keep_free", "best_fit",

@@ -43,7 +43,7 @@ from numba import njit
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from . import ORDERS, _insert_candidate, buffer_order, compute_times
-from .runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
+from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "apply_rules", "window_candidates",

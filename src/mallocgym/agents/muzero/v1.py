@@ -38,10 +38,11 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from ...evaluate_v1 import mapping_from_state
+from ...features import v1 as v1_obs
+from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
-from ...sim import msa, v1, v1_obs
-from ...sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ...sim import msa, v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import label_decision, policy_move, predicted_gain

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..evaluate_v1 import mapping_from_state
-from ..heuristics_v1 import complete_greedy, greedy_move, new_game
-from ..scenarios import Scenario
-from ..sim import msa, v1, v1_obs
-from .base import Solution
-from .search import MCTSConfig, _Budget, UCT
+from ...features import v1 as v1_obs
+from ...heuristics.v1 import complete_greedy, greedy_move, new_game
+from ...pricing.v1 import mapping_from_state
+from ...scenarios import Scenario
+from ...sim import msa, v1
+from ..base import Solution
+from .base import MCTSConfig, _Budget, UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
 
