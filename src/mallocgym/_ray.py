@@ -93,10 +93,11 @@ class RayRunner:
     ``ConnectionError`` when the runs start.
 
     ``solve``: what a task calls, ``solve(scenario, spec, name=, seed=, env=, budget_s=) -> Result``
-    (:func:`mallocgym.harness.solve_spec`, which :func:`mallocgym.harness.ray_runner` passes).
+    (:func:`mallocgym.harness.solve_spec`, which :func:`mallocgym.harness.ray_runner` passes). A
+    runner made without one only connects (``_connect``, as MuZero's Ray training uses it).
     """
 
-    def __init__(self, address: str | None = None, *, solve: Callable):
+    def __init__(self, address: str | None = None, *, solve: Callable | None = None):
         self.address = check_address(address)
         self._solve = solve
         self._ray = require("ray", "ray", "--ray")
@@ -146,6 +147,8 @@ class RayRunner:
     def __call__(self, runs: Sequence) -> Iterator[tuple[int, object]]:
         """Solve ``runs`` (:class:`mallocgym.harness.Run`) as Ray tasks; yield ``(index, Result)`` as
         each finishes."""
+        if self._solve is None:
+            raise ValueError("this RayRunner was made without solve=: make it with mallocgym.harness.ray_runner")
         unbuilt = sorted({run.agent.name for run in runs if run.spec is None})
         if unbuilt:
             raise ValueError(f"agent {', '.join(map(repr, unbuilt))} was given as an object: with Ray, give agents "
