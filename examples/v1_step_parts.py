@@ -21,7 +21,8 @@ import gymnasium as gym
 import numpy as np
 from numba import njit
 
-from mallocgym.sim import v1, v1_obs
+from mallocgym.features import v1 as v1_obs
+from mallocgym.sim import v1
 from mallocgym.speed import _action, program_with_buffers
 
 PARTS = ("copy", "rules", "cost update", "legal moves", "observation")

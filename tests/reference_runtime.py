@@ -1,4 +1,4 @@
-"""A slow, plain-Python reference of ``mallocgym.sim.runtime.simulate`` (MSA's RuntimeSimulator).
+"""A slow, plain-Python reference of ``mallocgym.pricing.runtime.simulate`` (MSA's RuntimeSimulator).
 
 Written from the model, not from the kernel: the program is first laid out as MSA's flattened
 instruction sequence (copy-dones before op t, op t, copy-starts after op t, as FixSchedule does),

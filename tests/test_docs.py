@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from mallocgym.features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
+from mallocgym.features.v0 import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -257,7 +257,7 @@ def test_docstring_is_the_spec():
     for section in ("## Description", "## Action Space", "## Observation Space", "## Rewards",
                     "## Episode End", "## Information", "## Arguments", "## Version History"):
         assert section in doc
-    from mallocgym.features import BUFFER_FEATURES, CANDIDATE_FEATURES
+    from mallocgym.features.v0 import BUFFER_FEATURES, CANDIDATE_FEATURES
 
     assert all(name in doc for name in BUFFER_FEATURES + CANDIDATE_FEATURES)
 

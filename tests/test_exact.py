@@ -11,7 +11,7 @@ pytest.importorskip("ortools")
 from mallocgym import Hardware, Workload, evaluate  # noqa: E402
 from mallocgym import cli, harness  # noqa: E402
 from mallocgym.agents import make_agent  # noqa: E402
-from mallocgym.evaluate import program_time  # noqa: E402
+from mallocgym.pricing.v0 import program_time  # noqa: E402
 from mallocgym.agents.exact import (  # noqa: E402
     BOUND_SAFETY, ExactConfig, MissingSolverError, _maximal_cliques, build_problem, drop_to_grid, solve_exact,
 )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mallocgym import evaluate
-from mallocgym.evaluate import program_time
+from mallocgym.pricing.v0 import program_time
 from mallocgym.hardware import profile
 from mallocgym.heuristics import greedy, xla_like
 from mallocgym.scenarios import Scenario, capacity_for

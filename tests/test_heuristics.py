@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mallocgym import Hardware, Workload, evaluate, heuristics, sim
+from mallocgym.env import heuristic_env
 from mallocgym.heuristics import FIT_BEST, FIT_FIRST
 from mallocgym.scenarios import capacity_for, resolve
 from mallocgym.scenarios import planted
@@ -51,7 +52,7 @@ def test_fast_path_equals_env_policy(name, sid, make):
     seeds = (0, 1, 2) if name == "random" else (0,)
     for seed in seeds:
         fast = heuristics.HEURISTICS[name](scenario, seed)
-        env = heuristics.make_env(scenario, name)
+        env = heuristic_env(scenario, name)
         slow = heuristics.play(env, heuristics.policy(name, seed=seed))
         np.testing.assert_array_equal(fast, slow, err_msg=f"{name} seed {seed} on {sid}")
         ev = evaluate(scenario.workload, fast, scenario.hardware)  # raises on an invalid mapping
@@ -143,7 +144,7 @@ def test_random_uses_every_action():
     """Uniform play over candidates and skip: on the synthetic program, seeds together choose
     skip, the best fit and other candidates."""
     scenario = _mlp(0, Fraction(1, 2))
-    env = heuristics.make_env(scenario, "random")
+    env = heuristic_env(scenario, "random")
     seen = set()
     for seed in range(5):
         pol = heuristics.policy("random", seed=seed)
@@ -159,7 +160,7 @@ def test_random_uses_every_action():
 def test_first_fit_policy_with_few_candidates_is_documented_approximation():
     """With K = 1 the env shows only the best-fit candidate, so first fit degrades to it."""
     scenario = _minimalloc("B")
-    env = heuristics.make_env(scenario, "first-fit", n_candidates=1)
+    env = heuristic_env(scenario, "first-fit", n_candidates=1)
     offsets = heuristics.play(env, heuristics.policy("first-fit"))
     np.testing.assert_array_equal(offsets, heuristics.greedy(scenario, "start", fit=FIT_BEST))
 
@@ -169,7 +170,7 @@ def test_bad_names():
     with pytest.raises(ValueError, match="unknown heuristic"):
         heuristics.policy("worst-fit")
     with pytest.raises(ValueError, match="unknown heuristic"):
-        heuristics.make_env(scenario, "worst-fit")
+        heuristic_env(scenario, "worst-fit")
     with pytest.raises(ValueError, match="fit must be"):
         heuristics.GreedyPolicy(fit=7)
 

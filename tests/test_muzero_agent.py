@@ -14,7 +14,7 @@ from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.mcts import play, xla_move
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import resolve
 

@@ -18,7 +18,7 @@ from mallocgym.agents.muzero.expert import (AdvantageModel, ExpertLearner, Exper
 from mallocgym.agents.muzero.labels import label_game
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.train import train
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 
 from conftest import mlp_scenario
 

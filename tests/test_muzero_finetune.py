@@ -17,7 +17,7 @@ from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.expert import ExpertLearner
 from mallocgym.agents.muzero.finetune import FinetuneAgent
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.harness import solve
 from mallocgym.heuristics import xla_like
 

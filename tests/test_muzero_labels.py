@@ -17,7 +17,7 @@ from mallocgym.agents.muzero.labels import label_decision, label_game, label_tar
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.selfplay import ScenarioSource
 from mallocgym.agents.muzero.simsearch import SimulatorSearch
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 
 from conftest import mlp_scenario
 

@@ -116,7 +116,7 @@ def test_effective_legal_prunes_placements_without_benefit():
 
 def test_pruning_reads_the_benefit_now_feature():
     from mallocgym.agents.muzero.mcts import BENEFIT_NOW
-    from mallocgym.features import BUFFER_FEATURES
+    from mallocgym.features.v0 import BUFFER_FEATURES
 
     assert BUFFER_FEATURES[BENEFIT_NOW].startswith("benefit now")
 

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 import mallocgym.agents.muzero.agent as agent_module
-from mallocgym import features
+from mallocgym.features import v0 as features
 from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.ordered import NetworkOrder, OrderedGame
 from mallocgym.agents.search import MCTSAgent, MCTSConfig, V0Game
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import xla_like
 
 from conftest import FakeClock, mlp_scenario

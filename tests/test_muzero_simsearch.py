@@ -15,7 +15,7 @@ from mallocgym.agents.muzero.config import MuZeroConfig, SimulatorConfig
 from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.simsearch import SimulatorSearch, bounded_logits
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import xla_like
 
 from conftest import FakeClock, mlp_scenario

@@ -19,7 +19,7 @@ from mallocgym.agents.muzero.mcts import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.simsearch import ExpertRecord, SimulatorSearch, expert_targets, improved_policy
 from mallocgym.agents.muzero.train import train
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import xla_like
 
 from conftest import mlp_scenario

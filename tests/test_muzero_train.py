@@ -20,7 +20,7 @@ from mallocgym.agents.muzero.selfplay import (ScenarioSource, SelfPlay, action_v
                                               teacher_targets)
 from mallocgym.agents.muzero.train import main, train
 from mallocgym.agents.search import CompletionScorer
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import complete
 from mallocgym.workloads import save
 from mallocgym.workloads.synthetic import mlp_training_step

@@ -17,9 +17,9 @@ from mallocgym.agents.muzero.labels import label_targets
 from mallocgym.agents.muzero.networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors, stack_obs
 from mallocgym.agents.muzero.train import main as train_main
 from mallocgym.agents.muzero.v1 import (Completions, adapt_obs, branch_mask, label_game_v1, obs_spec_v1, play_v1)
-from mallocgym.agents.search_v1 import V1Game, rollout_v1
+from mallocgym.agents.search.v1 import V1Game, rollout_v1
 from mallocgym.env.v1 import KIND_NAMES
-from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.pricing.v1 import evaluate_v1
 from mallocgym.harness import solve
 
 from conftest import mlp_scenario

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mallocgym import _jit, cli
+from mallocgym.env.v0 import env_kernels
 from mallocgym._extras import EXTRAS, MissingExtraError, require, require_extra
 from mallocgym.agents import make_agent
 
@@ -126,7 +127,8 @@ def test_wheel_installs_and_plays_an_episode(tmp_path):
         assert mallocgym.__file__.startswith({str(tmp_path / "venv")!r}), mallocgym.__file__
         assert importlib.resources.files("mallocgym").joinpath("py.typed").is_file()
         from mallocgym import _jit
-        assert _jit.needs_compile()  # a fresh install: no numba cache yet
+        from mallocgym.env.v0 import env_kernels
+        assert _jit.needs_compile(env_kernels())  # a fresh install: no numba cache yet
         env = gym.make("MallocGame-v0", workload="alexnet-train@1/8")
         obs, info = env.reset(seed=0)
         terminated = truncated = False
@@ -140,7 +142,8 @@ def test_wheel_installs_and_plays_an_episode(tmp_path):
     out = _run(python, script, tmp_path)
     assert "speedup" in out.stdout and out.stderr.count(_jit.MESSAGE) <= 1
     # the episode wrote numba's cache next to the installed modules; the next run finds it
-    _run(python, "from mallocgym import _jit; assert not _jit.needs_compile()", tmp_path)
+    _run(python, "from mallocgym import _jit; from mallocgym.env.v0 import env_kernels; "
+         "assert not _jit.needs_compile(env_kernels())", tmp_path)
 
 
 # ---------------------------------------------------------------------------- core without extras
@@ -219,7 +222,7 @@ def _populate(folder: Path, stamp=None) -> None:
     """Write the index files numba would write for the env's kernels (one entry each)."""
     from numba.core.caching import IndexDataCacheFile
 
-    for kernel in _jit.env_kernels():
+    for kernel in env_kernels():
         cache_file = kernel._cache._cache_file
         base = cache_file._index_name[: -len(".nbi")]
         IndexDataCacheFile(str(folder), base, cache_file._source_stamp if stamp is None else stamp)._save_index(
@@ -229,10 +232,10 @@ def _populate(folder: Path, stamp=None) -> None:
 def test_first_compile_is_announced(monkeypatch, tmp_path):
     _fresh(monkeypatch)
     stream = io.StringIO()
-    assert _jit.announce_compile(cache_dir=tmp_path, stream=stream)
+    assert _jit.announce_compile(env_kernels(), cache_dir=tmp_path, stream=stream)
     assert stream.getvalue() == _jit.MESSAGE + "\n"
     assert "compiling numba kernels (first run only" in _jit.MESSAGE
-    assert not _jit.announce_compile(cache_dir=tmp_path, stream=stream)  # once per process
+    assert not _jit.announce_compile(env_kernels(), cache_dir=tmp_path, stream=stream)  # once per process
     assert stream.getvalue().count("\n") == 1
 
 
@@ -240,26 +243,26 @@ def test_no_announcement_with_a_cache(monkeypatch, tmp_path):
     _populate(tmp_path)
     _fresh(monkeypatch)
     stream = io.StringIO()
-    assert not _jit.needs_compile(cache_dir=tmp_path)
-    assert not _jit.announce_compile(cache_dir=tmp_path, stream=stream)
+    assert not _jit.needs_compile(env_kernels(), cache_dir=tmp_path)
+    assert not _jit.announce_compile(env_kernels(), cache_dir=tmp_path, stream=stream)
     assert stream.getvalue() == ""
 
 
 def test_stale_cache_is_announced(monkeypatch, tmp_path):
     _populate(tmp_path, stamp=b"another source")
     _fresh(monkeypatch)
-    assert _jit.needs_compile(cache_dir=tmp_path)
+    assert _jit.needs_compile(env_kernels(), cache_dir=tmp_path)
 
 
 def test_announce_prints_to_stderr(monkeypatch, tmp_path, capsys):
     _fresh(monkeypatch)
-    _jit.announce_compile(cache_dir=tmp_path)
+    _jit.announce_compile(env_kernels(), cache_dir=tmp_path)
     assert capsys.readouterr().err == _jit.MESSAGE + "\n"
 
 
 def test_compiled_kernels_are_not_announced(monkeypatch, tmp_path):
     monkeypatch.setattr(_jit, "_announced", False)
-    kernel = _jit.env_kernels()[0]
+    kernel = env_kernels()[0]
     monkeypatch.setattr(_jit, "_compiled_in_process", lambda k: k is kernel)
-    assert _jit.needs_compile(cache_dir=tmp_path)  # the other kernel is neither compiled nor cached
+    assert _jit.needs_compile(env_kernels(), cache_dir=tmp_path)  # the other kernel is neither compiled nor cached
     assert not _jit.needs_compile([kernel], cache_dir=tmp_path)

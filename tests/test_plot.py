@@ -96,7 +96,7 @@ def test_op_times_sum_to_the_evaluated_times():
 
 
 def test_v1_memory_map_draws_prefetches_and_evictions_hatched_with_a_legend(tmp_path, capsys):
-    from mallocgym.evaluate_v1 import chunks_v1
+    from mallocgym.pricing.v1 import chunks_v1
 
     s = scenarios.resolve(V1)
     r = solve(s, "greedy", env="v1")

@@ -1,4 +1,4 @@
-"""MallocGame-v1's runtime cost model (``mallocgym.sim.runtime``), XLA MSA's RuntimeSimulator.
+"""MallocGame-v1's runtime cost model (``mallocgym.pricing.runtime``), XLA MSA's RuntimeSimulator.
 
 Three layers: hand-worked cases, MSA's own golden numbers from ``simulator_test.cc`` (openxla/xla
 ``xla/service/memory_space_assignment/``), and random programs against the plain-Python reference
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import reference_runtime
-from mallocgym.sim import runtime
+from mallocgym.pricing import runtime
 
 P, E = runtime.PREFETCH, runtime.EVICTION
 

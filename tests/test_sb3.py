@@ -20,7 +20,7 @@ from mallocgym.agents.sb3.extractor import action_scores  # noqa: E402
 from mallocgym.agents.sb3.train import main as train_main  # noqa: E402
 from mallocgym.agents.sb3.vec_env import make_vec_env  # noqa: E402
 from mallocgym.env import MallocGameEnv  # noqa: E402
-from mallocgym.evaluate import evaluate  # noqa: E402
+from mallocgym.pricing.v0 import evaluate  # noqa: E402
 from mallocgym.scenarios import SUITES, Scenario, suite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from mallocgym.agents.sb3.train import main as train_main  # noqa: E402
 from mallocgym.agents.sb3.vec_env import make_vec_env  # noqa: E402
 from mallocgym.env import MallocGameEnv  # noqa: E402
 from mallocgym.env.canonical import CanonicalGameEnv  # noqa: E402
-from mallocgym.evaluate import evaluate  # noqa: E402
+from mallocgym.pricing.v0 import evaluate  # noqa: E402
 from mallocgym.harness import solve  # noqa: E402
 from mallocgym.scenarios import Scenario  # noqa: E402
 from mallocgym.workloads.io import save  # noqa: E402

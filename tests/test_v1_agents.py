@@ -11,7 +11,7 @@ import pytest
 
 from mallocgym.cli import main
 from mallocgym.env.v1 import MallocGameV1Env
-from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.pricing.v1 import evaluate_v1
 from mallocgym.harness import bench, solve
 
 from conftest import mlp_scenario
@@ -139,7 +139,7 @@ def test_cli_solve_v1_png_draws_the_chunks(capsys, tmp_path):
 
 
 def test_chunks_of_a_played_mapping_are_disjoint_and_mark_copies():
-    from mallocgym.evaluate_v1 import chunks_v1
+    from mallocgym.pricing.v1 import chunks_v1
 
     r = solve(SCENARIO, "greedy", env="v1")
     chunks = chunks_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware)
@@ -223,7 +223,7 @@ def test_cli_evaluate_rejects_a_file_that_is_not_json(capsys, tmp_path):
 
 def test_top_level_evaluate_v1_is_the_function_even_after_its_module_is_imported():
     import mallocgym
-    import mallocgym.evaluate_v1  # noqa: F401  (would shadow a lazily defined function)
+    import mallocgym.pricing.v1  # noqa: F401  (its module: must not shadow the function)
 
     r = solve(SCENARIO, "greedy", env="v1")
     assert mallocgym.evaluate_v1(SCENARIO.workload, r.mapping, SCENARIO.hardware).speedup == r.speedup

@@ -143,7 +143,8 @@ def test_v0_is_unchanged_beside_v1():
 def test_incremental_time_equals_a_full_simulation_bit_for_bit():
     """After every step the env's incrementally updated time is exactly a fresh full run of the
     runtime model over the same allocations."""
-    from mallocgym.sim import runtime, v1
+    from mallocgym.pricing import runtime
+    from mallocgym.sim import v1
 
     env = MallocGameV1Env(mlp_scenario(1, Fraction(1, 8)))
     rng = np.random.default_rng(0)

@@ -21,7 +21,7 @@ from hypothesis import strategies as hs
 
 from mallocgym import Hardware, Workload
 from mallocgym.env.v1 import MallocGameV1Env
-from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.pricing.v1 import evaluate_v1
 from mallocgym.scenarios import Scenario
 from mallocgym.sim import msa, v1
 
@@ -377,7 +377,7 @@ def test_msa_played_through_the_env_leaves_its_plan(case, k, j, ratios):
     """Issue 29 on generated programs: whatever K, J and the picker's ratios, playing the env's
     MSA action at every decision (a masked action raises) leaves exactly the plan of
     ``mallocgym.sim.msa.plan`` on the same compiled scenario, time included, bit for bit."""
-    from mallocgym.evaluate_v1 import mapping_from_state
+    from mallocgym.pricing.v1 import mapping_from_state
 
     workload, hardware = case
     env = MallocGameV1Env(Scenario("h", workload, hardware), n_candidates=k, n_starts=j, ratios=ratios,

@@ -21,7 +21,7 @@ import pytest
 
 from mallocgym import Hardware, Workload
 from mallocgym.env.v1 import MallocGameV1Env
-from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.pricing.v1 import evaluate_v1
 from mallocgym.scenarios import Scenario
 
 from reference_v1 import ReferenceV1

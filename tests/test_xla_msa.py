@@ -14,7 +14,7 @@ from hypothesis import strategies as st_
 
 from mallocgym.agents import make_agent
 from mallocgym.env.v1 import MallocGameV1Env
-from mallocgym.evaluate_v1 import evaluate_v1
+from mallocgym.pricing.v1 import evaluate_v1
 from mallocgym.hardware import Hardware
 from mallocgym.scenarios import Scenario, suite
 from mallocgym.sim import buffer_order, copy_budget, msa, v1

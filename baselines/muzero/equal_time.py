@@ -43,7 +43,7 @@ from fractions import Fraction
 import torch
 
 from mallocgym.agents import make_agent
-from mallocgym.evaluate import evaluate
+from mallocgym.pricing.v0 import evaluate
 from mallocgym.harness import with_budget
 from mallocgym.scenarios import WorkloadGenerator, suite
 from mallocgym.workloads.generator import FAMILIES, preset
@@ -76,7 +76,7 @@ def run(agent, scenario, env: str = "v0") -> tuple[float, float]:
     solution = agent.solve_v1(scenario) if env == "v1" else agent.solve(scenario)
     wall = time.perf_counter() - start
     if env == "v1":
-        from mallocgym.evaluate_v1 import evaluate_v1
+        from mallocgym.pricing.v1 import evaluate_v1
 
         return evaluate_v1(scenario.workload, solution.mapping, scenario.hardware).speedup, wall
     return evaluate(scenario.workload, solution.offsets, scenario.hardware).speedup, wall

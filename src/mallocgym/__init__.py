@@ -13,12 +13,11 @@ Public API: the ``MallocGame-v0`` and ``MallocGame-v1`` ids (registered on impor
 
 from gymnasium.envs.registration import register, registry
 
-from .evaluate import Evaluation, evaluate
-from .evaluate_v1 import EvaluationV1, evaluate_v1
+from ._version import __version__
 from .hardware import PROFILES, Hardware, profile
+from .pricing.v0 import Evaluation, evaluate
+from .pricing.v1 import EvaluationV1, evaluate_v1
 from .workloads import Workload, load, save
-
-__version__ = "0.1.0"
 __all__ = ["Workload", "Hardware", "PROFILES", "profile", "load", "save", "evaluate", "Evaluation",
            "evaluate_v1", "EvaluationV1", "ENV_ID", "ENV_ID_V1", "__version__"]
 

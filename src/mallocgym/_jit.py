@@ -17,18 +17,11 @@ import sys
 from pathlib import Path
 from typing import Iterable, TextIO
 
-__all__ = ["MESSAGE", "announce_compile", "needs_compile", "env_kernels"]
+__all__ = ["MESSAGE", "announce_compile", "needs_compile"]
 
 MESSAGE = "mallocgym: compiling numba kernels (first run only, ~15 s)..."
 
 _announced = False
-
-
-def env_kernels() -> tuple:
-    """The kernels the env calls directly (their callees are compiled, and cached, with them)."""
-    from . import features
-
-    return (features.observe, features.step)
 
 
 def _compiled_in_process(kernel) -> bool:
@@ -54,14 +47,14 @@ def _is_cached(kernel, cache_dir: str | Path | None = None) -> bool:
         return any(folder.glob(f"{py_file.stem}.*.nbi"))
 
 
-def needs_compile(kernels: Iterable | None = None, cache_dir: str | Path | None = None) -> bool:
-    """Whether calling ``kernels`` (default: :func:`env_kernels`) will compile one of them:
-    not yet compiled in this process and not in numba's cache (or in ``cache_dir``)."""
-    kernels = env_kernels() if kernels is None else tuple(kernels)
+def needs_compile(kernels: Iterable, cache_dir: str | Path | None = None) -> bool:
+    """Whether calling ``kernels`` (the env's: :func:`mallocgym.env.v0.env_kernels`) will compile
+    one of them: not yet compiled in this process and not in numba's cache (or in ``cache_dir``)."""
+    kernels = tuple(kernels)
     return any(not _compiled_in_process(k) and not _is_cached(k, cache_dir) for k in kernels)
 
 
-def announce_compile(kernels: Iterable | None = None, *, cache_dir: str | Path | None = None,
+def announce_compile(kernels: Iterable, *, cache_dir: str | Path | None = None,
                      stream: TextIO | None = None) -> bool:
     """Print :data:`MESSAGE` on stderr (or ``stream``) if the kernels are about to be compiled.
     Checks once per process (the kernels stay compiled once they are); returns whether it

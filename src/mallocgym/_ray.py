@@ -4,7 +4,8 @@
 builds and checks the agents here as always, then hands the runner one
 :class:`~mallocgym.harness.Run` per scenario x agent. The runner puts each scenario in Ray's
 object store once and starts one task per run, which rebuilds the agent from its spec string
-(:func:`mallocgym.harness.solve_spec`), so only scenarios (numpy arrays), spec strings and
+with the ``solve`` function the runner was made with (the harness passes
+:func:`mallocgym.harness.solve_spec`; this module does not import the harness), so only scenarios (numpy arrays), spec strings and
 :class:`~mallocgym.harness.Result` rows travel. Results are yielded as they come back (the bar
 advances then); an error in a task is raised here as the task raised it, and the runs not yet
 finished are cancelled.
@@ -20,12 +21,9 @@ import os
 import re
 import socket
 import warnings
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ._extras import require
-
-if TYPE_CHECKING:
-    from .harness import Result, Run
 
 __all__ = ["RayRunner", "check_address", "ADDRESS_FORMS", "PROBE_TIMEOUT_S"]
 
@@ -61,12 +59,12 @@ def _probe(address: str, given: str) -> None:
                               f"start one with `ray start --head` and give the address it prints") from None
 
 
-def _solve_task(scenario, spec: str, name: str, seed: int, env: str, budget_s: float | None, cwd: str):
-    """The body of one Ray task (run on a worker, which imports mallocgym there). It runs in the
+def _solve_task(solve_spec: Callable, scenario, spec: str, name: str, seed: int, env: str, budget_s: float | None,
+                cwd: str):
+    """The body of one Ray task (run on a worker, which imports mallocgym there): ``solve_spec``
+    (the runner's ``solve``, sent by reference). It runs in the
     driver's working directory ``cwd`` when that exists on the worker's node (this machine, a
     shared filesystem), so that a relative ``KIND:PATH`` means what it means to the driver."""
-    from .harness import solve_spec
-
     here = os.getcwd()
     move = cwd != here and os.path.isdir(cwd)
     if move:
@@ -93,10 +91,15 @@ class RayRunner:
     (the ``[ray]`` extra's :class:`~mallocgym._extras.MissingExtraError`) and a ``HOST:PORT``
     that accepts no connection (``ConnectionError``); ``auto`` with no cluster running is a
     ``ConnectionError`` when the runs start.
+
+    ``solve``: what a task calls, ``solve(scenario, spec, name=, seed=, env=, budget_s=) -> Result``
+    (:func:`mallocgym.harness.solve_spec`, which :func:`mallocgym.harness.ray_runner` passes). A
+    runner made without one only connects (``_connect``, as MuZero's Ray training uses it).
     """
 
-    def __init__(self, address: str | None = None):
+    def __init__(self, address: str | None = None, *, solve: Callable | None = None):
         self.address = check_address(address)
+        self._solve = solve
         self._ray = require("ray", "ray", "--ray")
         if self.address not in (None, "auto"):
             _probe(self.address, f"--ray {self.address}")
@@ -141,8 +144,11 @@ class RayRunner:
                 client_log.setLevel(level)
         return True
 
-    def __call__(self, runs: Sequence[Run]) -> Iterator[tuple[int, Result]]:
-        """Solve ``runs`` as Ray tasks; yield ``(index, Result)`` as each finishes."""
+    def __call__(self, runs: Sequence) -> Iterator[tuple[int, object]]:
+        """Solve ``runs`` (:class:`mallocgym.harness.Run`) as Ray tasks; yield ``(index, Result)`` as
+        each finishes."""
+        if self._solve is None:
+            raise ValueError("this RayRunner was made without solve=: make it with mallocgym.harness.ray_runner")
         unbuilt = sorted({run.agent.name for run in runs if run.spec is None})
         if unbuilt:
             raise ValueError(f"agent {', '.join(map(repr, unbuilt))} was given as an object: with Ray, give agents "
@@ -160,7 +166,7 @@ class RayRunner:
             for i, run in enumerate(runs):
                 if id(run.scenario) not in stored:
                     stored[id(run.scenario)] = ray.put(run.scenario)
-                ref = task.remote(stored[id(run.scenario)], run.spec, run.agent.name, run.seed, run.env,
+                ref = task.remote(self._solve, stored[id(run.scenario)], run.spec, run.agent.name, run.seed, run.env,
                                   run.budget_s, cwd)
                 index[ref] = i
                 pending.append(ref)
@@ -184,7 +190,7 @@ class RayRunner:
                 ray.shutdown()
 
 
-def _failed(run: Run, exc: BaseException) -> OSError:
+def _failed(run, exc: BaseException) -> OSError:
     return OSError(f"Ray failed to run {run.agent.name} on {run.scenario.name}: {_one_line(exc)}")
 
 

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ._args import Parser, one_line
+
 __all__ = ["main", "COMMANDS"]
 
 
@@ -457,7 +459,7 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
 
 
 def _run_evaluate(args) -> int:
-    from .evaluate_v1 import evaluate_v1, load_mapping
+    from .pricing.v1 import evaluate_v1, load_mapping
 
     s = _scenario(args.name, args.capacity, args.hardware)
     doc = load_mapping(args.mapping)
@@ -553,21 +555,8 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
 }
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line ``mallocgym: error: PROG: ...`` (exit 2), like
-    every other bad input; ``--help`` shows the usage."""
-
-    def error(self, message: str):
-        self.exit(2, f"mallocgym: error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
-
-
-def one_line(text) -> str:
-    """An error message on one line (some libraries' messages span several)."""
-    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = Parser(prog="mallocgym", description="MallocGame: learned memory mapping for ML compilers.")
     parser.add_argument("--version", action="version", version=f"mallocgym {__version__}")

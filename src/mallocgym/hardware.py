@@ -16,7 +16,7 @@ import numpy as np
 
 from ._validate import MAX_BYTES
 
-__all__ = ["Hardware", "PROFILES", "DEFAULT_PROFILE", "profile"]
+__all__ = ["Hardware", "PROFILES", "DEFAULT_PROFILE", "profile", "program_time"]
 
 
 def _is_int(value) -> bool:
@@ -114,3 +114,20 @@ def profile(name: str = DEFAULT_PROFILE, fast_capacity: int | None = None) -> Ha
     except (KeyError, TypeError):
         raise ValueError(f"unknown hardware profile {name!r}; known: {', '.join(PROFILES)}") from None
     return hw if fast_capacity is None else hw.with_capacity(fast_capacity)
+
+
+def program_time(workload, fast: np.ndarray, hardware: Hardware) -> tuple[float, int]:
+    """Program time of ``workload`` (a :class:`~mallocgym.workloads.Workload`) on ``hardware``
+    with the buffers flagged in ``fast`` in fast memory, and the number of compute-bound ops:
+    the roofline cost model (``docs/cost_model.md``). Vectorised NumPy, independent of the
+    incremental simulator; :func:`mallocgym.pricing.v0.evaluate` prices a mapping with it."""
+    owner = np.repeat(np.arange(workload.num_buffers), np.diff(workload.access_ptr))
+    in_fast = fast[owner]
+    t = workload.num_ops
+    slow_bytes = np.bincount(workload.access_op[~in_fast], weights=workload.access_bytes[~in_fast], minlength=t)
+    fast_bytes = np.bincount(workload.access_op[in_fast], weights=workload.access_bytes[in_fast], minlength=t)
+    compute = np.maximum(workload.flops / hardware.peak_flops,
+                         workload.transcendentals / hardware.transcendental_rate)
+    memory = slow_bytes / hardware.slow_bw + fast_bytes / hardware.fast_bw
+    elapsed = np.maximum(compute, memory) + hardware.op_overhead
+    return float(elapsed.sum()), int(np.count_nonzero(compute >= memory))

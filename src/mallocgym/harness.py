@@ -23,7 +23,7 @@ from ._files import atomic_write
 from ._progress import Progress
 from .agents import Agent, Solution, make_agent
 from .agents.base import plays_v1
-from .evaluate import evaluate
+from .pricing.v0 import evaluate
 from .scenarios import Scenario
 
 __all__ = ["Result", "solve", "bench", "Run", "Runner", "local_runner", "ray_runner", "solve_spec",
@@ -105,7 +105,7 @@ def solve(scenario: Scenario, agent: Agent | str, *, seed: int = 0, env: str = "
     wall = time.perf_counter() - begin
     capacity = None if scenario.hardware.fast_capacity is None else int(scenario.hardware.fast_capacity)
     if env == "v1":
-        from .evaluate_v1 import evaluate_v1
+        from .pricing.v1 import evaluate_v1
 
         ev = evaluate_v1(scenario.workload, solution.mapping, scenario.hardware)
         return Result(scenario.name, agent.name, ev.speedup, ev.placed_bytes_fraction, ev.time, ev.time_all_slow,
@@ -218,7 +218,7 @@ def ray_runner(address: str | None = None) -> Runner:
     See ``docs/ray.md``."""
     from ._ray import RayRunner
 
-    return RayRunner(address)
+    return RayRunner(address, solve=solve_spec)
 
 
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,

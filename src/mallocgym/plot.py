@@ -97,7 +97,7 @@ def _lighter(rgb, amount: float = 0.55) -> tuple[float, float, float]:
 # ------------------------------------------------------------------------------------ op times
 def op_times(workload: Workload, fast: np.ndarray, hardware: Hardware) -> np.ndarray:
     """``float64[T]``: each op's time (s) under the roofline cost model with the buffers flagged
-    in ``fast`` (``bool[N]``) in fast memory; sums to :func:`mallocgym.evaluate.program_time`."""
+    in ``fast`` (``bool[N]``) in fast memory; sums to :func:`mallocgym.hardware.program_time`."""
     fast = np.asarray(fast, dtype=bool)
     owner = np.repeat(np.arange(workload.num_buffers), np.diff(workload.access_ptr))
     in_fast = fast[owner]
@@ -114,7 +114,7 @@ def op_times_v1(workload: Workload, mapping: dict, hardware: Hardware) -> tuple[
     for a valid v1 ``mapping`` and with everything in slow memory, each op's stall for late
     copies included (a stall after the last op counts on the last op); each sums to the program
     time :func:`mallocgym.evaluate_v1` reports."""
-    from .evaluate_v1 import _validated, price
+    from .pricing.v1 import _validated, price
     from .sim import v1
 
     _, st, kind, off, pstart, ev_done, _ = _validated(workload, mapping, hardware)
@@ -209,7 +209,7 @@ def memory_map_figure(scenario, result) -> "Any":
     from matplotlib.patches import Patch
 
     if result.env == "v1":
-        from .evaluate_v1 import chunks_v1
+        from .pricing.v1 import chunks_v1
 
         chunks = chunks_v1(w, result.mapping, hw)
         solid, solid_c, pre, pre_c, ev, ev_c = [], [], [], [], [], []

@@ -118,7 +118,7 @@ def memory_map(workload: Workload, offsets, capacity: int, *, width: int = 640, 
 
 def memory_map_v1(workload: Workload, chunks: list[dict], capacity: int, *, width: int = 640, height: int = 320,
                   margin: int = 8) -> np.ndarray:
-    """Draw a MallocGame-v1 mapping from its chunks (:func:`mallocgym.evaluate_v1.chunks_v1`):
+    """Draw a MallocGame-v1 mapping from its chunks (:func:`mallocgym.pricing.v1.chunks_v1`):
     each chunk a rectangle in its buffer's colour; the part of a prefetched chunk before its use
     (the copy in flight) and the part a produced chunk is held only for its eviction are hatched."""
     canvas = _Canvas(workload.num_ops, capacity, width, height, margin)

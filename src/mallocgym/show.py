@@ -45,7 +45,7 @@ def compute_bound_share(workload: Workload, hardware: Hardware) -> float:
 
 def scenario_stats(scenario: Scenario) -> dict:
     """Sizes, bytes, flops, time with everything in slow memory and memory pressure."""
-    from .evaluate import evaluate
+    from .pricing.v0 import evaluate
 
     w, hw = scenario.workload, scenario.hardware
     ev = evaluate(w, np.full(w.num_buffers, -1, dtype=np.int64), hw)

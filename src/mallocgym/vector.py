@@ -4,7 +4,7 @@
 
 :class:`MallocGameVectorEnv` holds ``N`` ordinary :class:`~mallocgym.env.MallocGameEnv` objects,
 but never calls their ``step()``: one ``@njit`` kernel walks the batch and runs the same
-per-game kernels (:func:`mallocgym.features.step`) on each game's arrays, in place. Resets go
+per-game kernels (:func:`mallocgym.features.v0.step`) on each game's arrays, in place. Resets go
 through each game's own ``reset()`` (they are rare: once an episode), so seeding, scenario
 sampling and the ``workload`` option behave exactly as in ``N`` separate envs, and each sub-env
 (``envs.envs[i]``) stays a consistent ``MallocGameEnv`` (``action_masks()``, ``clone_state()``,
@@ -37,7 +37,8 @@ from gymnasium.vector.utils import batch_space
 from numba import njit
 from numba.typed import List
 
-from . import features, sim
+from . import sim
+from .features import v0 as features
 from .env import MallocGameEnv
 from .sim import PLACED_BYTES, STEP, TIME, TIME_ALL_SLOW
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # baselines/muzer
 from equal_time import compare, programs, warm_up_program  # noqa: E402
 
 from mallocgym.agents import make_agent  # noqa: E402
-from mallocgym.evaluate import evaluate  # noqa: E402
+from mallocgym.pricing.v0 import evaluate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

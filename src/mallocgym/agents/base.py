@@ -60,12 +60,12 @@ class HeuristicAgent:
 
     @property
     def plays_v1(self) -> bool:
-        from ..heuristics_v1 import V1_POLICIES
+        from ..heuristics.v1 import V1_POLICIES
 
         return self.name in V1_POLICIES
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
-        from ..heuristics_v1 import V1_POLICIES, play_v1
+        from ..heuristics.v1 import V1_POLICIES, play_v1
 
         if self.name not in V1_POLICIES:
             raise ValueError(f"agent {self.name!r} plays MallocGame-v0 only; on v1 use one of "

@@ -67,7 +67,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import heuristics, sim
-from ..evaluate import evaluate
+from ..pricing.v0 import evaluate
 from ..scenarios import Scenario
 from .base import Solution
 

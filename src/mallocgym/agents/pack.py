@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import heuristics, sim
-from ..evaluate import evaluate
+from ..pricing.v0 import evaluate
 from ..scenarios import Scenario
 from ..sim import pack as packing
 from ..workloads.minimalloc import minimalloc_rows

@@ -8,7 +8,7 @@ the rules and the functions they follow are in :mod:`mallocgym.sim.msa` and
   value order (``order=``: ``boundedness``, MSA's cost-analysis order, by default; ``spatial``,
   its order without a cost model); the v1 mapping it leaves is validated by ``evaluate``.
 - ``xla-msa:in_env=1`` (policy): played through the env, MSA's own action at each decision
-  (the env offers it: :func:`mallocgym.sim.v1_obs.options`); it leaves exactly the plan's
+  (the env offers it: :func:`mallocgym.features.v1.options`); it leaves exactly the plan's
   mapping, bit for bit. This is the default policy of rollout, beam and MCTS on v1, which
   therefore never end below the plan. The env's MSA is the cost picker with the scenario's
   ratios, so ``in_env=1`` takes no picker settings.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..evaluate_v1 import mapping_from_state
-from ..heuristics_v1 import complete_msa, new_game
+from ..heuristics.v1 import complete_msa, new_game
+from ..pricing.v1 import mapping_from_state
 from ..scenarios import Scenario
 from ..sim import ORDERS, msa, v1
 from .base import Solution, parse_config

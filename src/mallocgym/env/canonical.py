@@ -17,8 +17,9 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from .. import features, sim
-from ..features import NEXT_FEATURES, _unit, next_row, paint
+from .. import sim
+from ..features import v0 as features
+from ..features.v0 import NEXT_FEATURES, _unit, next_row, paint
 from ..render import ascii_map
 from ..sim import canonical as canon
 from ..sim import CAPACITY, COMPUTE_BOUND, PLACED, PLACED_BYTES, TIME, TIME_ALL_SLOW
@@ -364,3 +365,4 @@ class CanonicalGameEnv(MallocGameEnv):
 
 
 CanonicalGameEnv.__doc__ = CanonicalGameEnv.__doc__.format(candidates=feature_list(CANONICAL_CANDIDATE_FEATURES))
+MallocGameEnv._modes["canonical"] = CanonicalGameEnv  # MallocGameEnv(order="canonical") builds this class

@@ -9,16 +9,18 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from .. import _jit, features, sim
-from ..features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
+from .. import _jit, sim
+from ..features import v0 as features
+from ..features.v0 import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
 from ..hardware import Hardware
+from ..heuristics.v0 import HEURISTICS, ORDER
 from ..render import ascii_map, memory_map
 from .._validate import check_int
 from ..scenarios import Scenario, oversized
 from ..workloads import Workload
 from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins, feature_list
 
-__all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
+__all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES", "heuristic_env", "env_kernels"]
 
 _MAX_CANDIDATES = 4096
 
@@ -166,12 +168,14 @@ class MallocGameEnv(ScenarioEnv):
     """
 
     _orders = sim.ORDERS + ("canonical",)
+    _modes: dict[str, type] = {}
+    """``order`` -> the subclass that plays that decision mode. :mod:`mallocgym.env.canonical`
+    adds ``"canonical"`` (:class:`~mallocgym.env.canonical.CanonicalGameEnv`) when it is
+    imported, which importing :mod:`mallocgym.env` does: this module does not import it."""
 
     def __new__(cls, *args, **kwargs):
-        if cls is MallocGameEnv and kwargs.get("order") == "canonical":
-            from .canonical import CanonicalGameEnv  # the canonical decision mode
-
-            cls = CanonicalGameEnv
+        if cls is MallocGameEnv and kwargs.get("order") in cls._modes:
+            cls = cls._modes[kwargs["order"]]
         return super().__new__(cls)
 
     def __init__(
@@ -205,7 +209,7 @@ class MallocGameEnv(ScenarioEnv):
             "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
             "action_mask": spaces.MultiBinary(self.k + 1),
         })
-        _jit.announce_compile()  # one line on stderr when the numba kernels are not cached yet
+        _jit.announce_compile(env_kernels())  # one line on stderr when the numba kernels are not cached yet
         self._start(self._compile(self._scenarios[0]))
 
     # ------------------------------------------------------------------ scenarios
@@ -370,3 +374,20 @@ MallocGameEnv.__doc__ = MallocGameEnv.__doc__.format(
     buffer=feature_list(BUFFER_FEATURES), candidates=feature_list(CANDIDATE_FEATURES),
     next=feature_list(NEXT_FEATURES), progress=feature_list(PROGRESS_FEATURES),
 )
+
+
+def env_kernels() -> tuple:
+    """The kernels the env calls directly (their callees are compiled, and cached, with them)."""
+    return (features.observe, features.step)
+
+
+def heuristic_env(scenario: Scenario, name: str, *, n_candidates: int | None = None) -> MallocGameEnv:
+    """A MallocGame env on ``scenario`` set up for heuristic ``name`` (a key of
+    :data:`mallocgym.heuristics.HEURISTICS`; play it with :func:`mallocgym.heuristics.play`): its
+    decision order, and ``n_candidates`` (default 16; ``2 * N`` for first fit, so no candidate is
+    dropped)."""
+    if name not in ORDER:
+        raise ValueError(f"unknown heuristic {name!r}; known: {', '.join(HEURISTICS)}")
+    if n_candidates is None:
+        n_candidates = max(16, 2 * scenario.workload.num_buffers) if name == "first-fit" else 16
+    return MallocGameEnv(scenario, n_candidates=n_candidates, order=ORDER[name], invalid_action="raise")

@@ -15,8 +15,9 @@ from .._validate import check_int
 from ..hardware import Hardware
 from ..render import ascii_map
 from ..scenarios import Scenario, oversized
-from ..sim import ORDERS, v1, v1_obs
-from ..sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ..features import v1 as v1_obs
+from ..features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ..sim import ORDERS, v1
 from ..workloads import Workload
 from .base import ScenarioEnv, check_bins, feature_list
 
@@ -316,7 +317,7 @@ class MallocGameV1Env(ScenarioEnv):
     def mapping(self) -> dict:
         """The allocations so far as a v1 mapping (the JSON form :func:`mallocgym.evaluate_v1`
         reads): one entry per decided segment and one per eviction."""
-        from ..evaluate_v1 import mapping_from_state
+        from ..pricing.v1 import mapping_from_state
 
         return mapping_from_state(self.workload, self._compiled.static, self._state)
 

@@ -2,8 +2,9 @@
 
 This package's top level is MallocGame-v0's simulator (whole-live-range placement, the shared gap
 search and candidate ranking); :mod:`mallocgym.sim.v1` holds v1's rules (segments, prefetches,
-evictions), :mod:`mallocgym.sim.runtime` MSA's runtime cost model, :mod:`mallocgym.sim.v1_obs`
-v1's observation kernels and :mod:`mallocgym.sim.canonical` v0's canonical decision mode.
+evictions), :mod:`mallocgym.sim.msa` XLA MSA's choices on v1, and :mod:`mallocgym.sim.canonical`
+v0's canonical decision mode. MSA's runtime cost model, which v1's rules price with, is
+:mod:`mallocgym.pricing.runtime`; the observation kernels are :mod:`mallocgym.features`.
 
 Nothing here knows about Gymnasium. A scenario is compiled once into a :class:`Static` tuple of
 read-only arrays (workload, cost model, decision order); a game position is a :class:`State`

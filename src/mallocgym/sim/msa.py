@@ -26,7 +26,7 @@ offset.
 
 Copy budget (``AsynchronousCopyResource``): kept by every v1 state (:mod:`mallocgym.sim.copy_budget`),
 so MSA's choice is a function of the state; the env offers it as an action
-(:func:`mallocgym.sim.v1_obs.options`), and played through the env it leaves exactly the plan.
+(:func:`mallocgym.features.v1.options`), and played through the env it leaves exactly the plan.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ moved earlier, down to ``l + 1``, until the chunk can be held at its offset up t
 undecided segment is priced as ``SLOW`` (with the eviction that implies), so the step rewards sum
 to the return. A value is evicted at most once: afterwards a slow copy exists.
 
-Time is MSA's runtime model (:mod:`mallocgym.sim.runtime`), recomputed after every decision.
+Time is MSA's runtime model (:mod:`mallocgym.pricing.runtime`), recomputed after every decision.
 
 Fast memory is a list of **chunks** ``(first op, last op, offset, buffer)``, at most one per
 segment (a kept segment extends its predecessor's chunk). Free gaps over an op window sweep the
@@ -42,8 +42,8 @@ from numba import njit
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
+from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
 from . import ORDERS, _insert_candidate, buffer_order, compute_times, copy_budget
-from .runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "apply_rules", "window_candidates",
@@ -423,8 +423,8 @@ def current_time(st, state):
     the last iteration at or before the first at which both copy queues were empty, with only the
     copies issued from there on (a suffix of the list, which is in queue order), and stops after
     the last changed iteration as soon as the queues are empty in both the new and the old
-    simulation (:func:`~mallocgym.sim.runtime.simulate_window`); the block sums it touched are
-    re-added (:func:`~mallocgym.sim.runtime.sum_blocks`). The figures equal a full run's bit for
+    simulation (:func:`~mallocgym.pricing.runtime.simulate_window`); the block sums it touched are
+    re-added (:func:`~mallocgym.pricing.runtime.sum_blocks`). The figures equal a full run's bit for
     bit."""
     n_ops = st.compute_time.shape[0]
     dirty = state.counters[DIRTY]

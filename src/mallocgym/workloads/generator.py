@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..hardware import profile
+from ..hardware import profile, program_time
 from .builder import ProgramBuilder
 from .core import Workload
 
@@ -910,8 +910,6 @@ def planted_workload(seed: int, *, n_buffers: int = 64, n_ops: int | None = None
 def workload_stats(workload: Workload, hardware=None) -> dict:
     """Buffers, ops, peak live bytes, size range and the share of compute-bound ops with every
     buffer in slow memory and with every buffer in fast memory."""
-    from ..evaluate import program_time
-
     hw = profile() if hardware is None else (profile(hardware) if isinstance(hardware, str) else hardware)
     n = workload.num_buffers
     _, bound_slow = program_time(workload, np.zeros(n, dtype=bool), hw)

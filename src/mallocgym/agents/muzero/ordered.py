@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import features
+from ...features import v0 as features
 from .simsearch import rank_moves
 
 __all__ = ["NetworkOrder", "OrderedGame"]

@@ -78,7 +78,8 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ... import features, sim
+from ... import sim
+from ...features import v0 as features
 from ...heuristics import complete, decide
 from ..search import pace_allowance
 from . import tree as T

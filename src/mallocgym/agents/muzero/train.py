@@ -376,7 +376,7 @@ def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: lis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ...cli import Parser
+    from ..._args import Parser
 
     p = Parser(prog="mallocgym train muzero",
                                 description="Train mallocMuZero by self-play under a wall-clock budget.")

@@ -10,7 +10,7 @@ mapped to the nearest env action) where v0 has XLA-like:
   (``ObsSpec.game = "v1"``); the buffer vector is v1's ``buffer`` and ``segment`` features
   joined; ``next``, ``memory`` and ``progress`` as they are.
 - **Moves** (:func:`branch_mask`): the agent plays, and the labels score, only the moves of the
-  v1 search agents' branching (:class:`mallocgym.agents.search_v1.V1Game`): ``SLOW``, ``FAST``
+  v1 search agents' branching (:class:`mallocgym.agents.search.v1.V1Game`): ``SLOW``, ``FAST``
   at the 2 best-fit offsets (on a later segment, the keep), ``PREFETCH`` at each of the picker's
   start times with its best fit, and xla-msa's own move. Other actions are not legal in a
   record.
@@ -38,11 +38,14 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from ...evaluate_v1 import mapping_from_state
+from ...features import v1 as v1_obs
+from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
-from ...heuristics_v1 import complete_msa
-from ...sim import v1, v1_obs
-from ...sim.v1_obs import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ...features import v1 as v1_obs
+from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
+from ...heuristics.v1 import complete_msa
+from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import label_decision, policy_move, predicted_gain
@@ -101,7 +104,7 @@ def branch_mask(action_mask: np.ndarray, base: int, k: int, fast_branch: int = F
 
 
 class Completions:
-    """Exact ``xla-msa`` completions (:func:`mallocgym.heuristics_v1.complete_msa`, the in-env
+    """Exact ``xla-msa`` completions (:func:`mallocgym.heuristics.v1.complete_msa`, the in-env
     policy) from a v1 simulator state of ``st`` (its own work arrays: the env is not touched).
     The best complete game seen is kept (``best_time``, ``best_state``)."""
 

@@ -70,8 +70,8 @@ from stable_baselines3.dqn.policies import QNetwork
 from torch import nn
 
 from ...env.canonical import CANONICAL_CANDIDATE_FEATURES
-from ...features import CANDIDATE_FEATURES
-from ...sim.v1_obs import ACTION_FEATURES
+from ...features.v0 import CANDIDATE_FEATURES
+from ...features.v1 import ACTION_FEATURES
 
 __all__ = ["CandidateSetExtractor", "action_tags", "CandidateHeads", "CandidateActor", "RowScorer", "CandidatePolicy",
            "MaskableCandidatePolicy", "CandidateDQNPolicy", "CandidateQNetwork", "action_scores",

@@ -325,7 +325,7 @@ class _Evaluate(BaseCallback):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ...cli import Parser
+    from ..._args import Parser
 
     p = Parser(prog="mallocgym train sb3",
                description="Train a Stable-Baselines3 agent on MallocGame-v0 or MallocGame-v1 (--env v1).")
@@ -434,7 +434,7 @@ def _versions() -> dict[str, str]:
     import sb3_contrib
     import stable_baselines3
 
-    from ... import __version__
+    from ..._version import __version__
 
     return {"mallocgym": __version__, "stable_baselines3": stable_baselines3.__version__,
             "sb3_contrib": sb3_contrib.__version__, "torch": th.__version__, "gymnasium": gymnasium.__version__,

@@ -1,4 +1,4 @@
-"""Greedy mapping heuristics: as numba fast paths over :mod:`mallocgym.sim`, and as env policies.
+"""MallocGame-v0's greedy mapping heuristics: as numba fast paths over :mod:`mallocgym.sim`, and as env policies.
 
 Five heuristics, each in two forms that give identical mappings (``tests/test_heuristics.py``):
 
@@ -20,14 +20,14 @@ at its best fit, skipping buffers whose placement would save no time now.
 
 **Env policy**: ``policy(name, seed=...)`` returns a callable ``(env) -> action`` that reads
 ``env.unwrapped``'s candidates and state; play it with :func:`play` on the env that
-:func:`make_env` builds (the right ``order`` and ``n_candidates`` for that heuristic).
+:func:`mallocgym.env.heuristic_env` builds (the right ``order`` and ``n_candidates`` for that heuristic).
 First fit needs the lowest-offset candidate, which the env's best-fit-sorted top ``K`` can
-drop; with ``n_candidates >= 2 * N`` (what :func:`make_env` sets: a buffer has at most one
+drop; with ``n_candidates >= 2 * N`` (what :func:`~mallocgym.env.heuristic_env` sets: a buffer has at most one
 fitting gap per placed buffer plus one, two candidates each) no candidate is ever dropped.
 With a smaller ``K`` the policy picks the lowest offset among the ``K`` shown.
 
 The kernels :func:`decide` and :func:`complete` (with :func:`mallocgym.sim.copy_into`) are the simulator moves the
-search agents (:mod:`mallocgym.agents.search`) branch with.
+search agents (:mod:`mallocgym.agents.search.v0`) branch with.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from . import sim
-from .scenarios import Scenario
-from .sim import ALIGNMENT, STEP
+from .. import sim
+from ..scenarios import Scenario
+from ..sim import ALIGNMENT, STEP
 
 __all__ = [
     "all_slow", "random_mapping", "first_fit", "best_fit", "xla_like", "greedy", "HEURISTICS",
-    "ORDER", "Policy", "GreedyPolicy", "RandomPolicy", "SlowPolicy", "policy", "make_env", "play",
+    "ORDER", "Policy", "GreedyPolicy", "RandomPolicy", "SlowPolicy", "policy", "play",
     "FIT_BEST", "FIT_FIRST", "decide", "complete", "run_fit",
 ]
 
@@ -234,18 +234,6 @@ def policy(name: str, *, seed: int = 0) -> Policy:
     if name == "xla":
         return GreedyPolicy(FIT_BEST, True)
     raise ValueError(f"unknown heuristic {name!r}; known: {', '.join(HEURISTICS)}")
-
-
-def make_env(scenario: Scenario, name: str, *, n_candidates: int | None = None):
-    """A MallocGame env on ``scenario`` set up for heuristic ``name``: its decision order, and
-    ``n_candidates`` (default 16; ``2 * N`` for first fit, so no candidate is dropped)."""
-    from .env import MallocGameEnv
-
-    if name not in ORDER:
-        raise ValueError(f"unknown heuristic {name!r}; known: {', '.join(HEURISTICS)}")
-    if n_candidates is None:
-        n_candidates = max(16, 2 * scenario.workload.num_buffers) if name == "first-fit" else 16
-    return MallocGameEnv(scenario, n_candidates=n_candidates, order=ORDER[name], invalid_action="raise")
 
 
 def play(env, pol: Policy, *, seed: int | None = None) -> np.ndarray:

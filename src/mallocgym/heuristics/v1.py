@@ -21,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .scenarios import Scenario
-from .sim import v1, v1_obs
-from .sim.v1_obs import advance_forced, play
+from ..features import v1 as v1_obs
+from ..features.v1 import advance_forced, play
+from ..scenarios import Scenario
+from ..sim import v1
 
 __all__ = ["V1_POLICIES", "complete_greedy", "complete_msa", "greedy_move", "play_v1", "new_game"]
 
@@ -48,7 +49,7 @@ def greedy_move(st, state, s, table, work):
 
 @njit(cache=True, inline="always")
 def play_action(st, state, s, table, a):
-    """Play table action ``a`` at segment ``s`` (:func:`mallocgym.sim.v1_obs.play`)."""
+    """Play table action ``a`` at segment ``s`` (:func:`mallocgym.features.v1.play`)."""
     return play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
 
 
@@ -109,7 +110,7 @@ def new_game(scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, o
 
 def play_v1(scenario: Scenario, policy: str, seed: int = 0) -> dict:
     """The v1 mapping a policy (``all-slow``, ``random``, ``greedy``) leaves on ``scenario``."""
-    from .evaluate_v1 import mapping_from_state
+    from ..pricing.v1 import mapping_from_state
 
     st, state, table, work = new_game(scenario)
     if policy == "all-slow":

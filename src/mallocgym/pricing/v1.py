@@ -14,7 +14,7 @@ does not replay the env: it checks the allocations as a set (each legal given it
 other allocations, chunks disjoint in time and address, inputs never produced fast, a value
 produced fast evicted exactly when a slow copy is needed, outputs ending slow) and raises one
 ``ValueError`` naming the first bad entry. Time is MSA's runtime model
-(:mod:`mallocgym.sim.runtime`), the same the env uses, so a mapping the env leaves prices
+(:mod:`mallocgym.pricing.runtime`), the same the env uses, so a mapping the env leaves prices
 exactly as the env did.
 """
 
@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from .evaluate import Evaluation
-from .hardware import Hardware
-from .scenarios import resolve_hardware
-from .sim import runtime, v1
-from .workloads import Workload
+from ..hardware import Hardware
+from ..scenarios import resolve_hardware
+from ..sim import v1
+from ..workloads import Workload
+from . import runtime
+from .v0 import Evaluation
 
 __all__ = ["evaluate_v1", "chunks_v1", "EvaluationV1", "load_mapping", "save_mapping", "mapping_from_state", "MAPPING_FORMAT"]
 
@@ -73,7 +74,7 @@ def mapping_from_state(workload: Workload, st: v1.Static1, state: v1.State1) -> 
 
 def save_mapping(mapping: dict, path: str | os.PathLike) -> Path:
     """Write a v1 mapping as JSON, atomically."""
-    from ._files import atomic_write
+    from .._files import atomic_write
 
     with atomic_write(path, "w") as handle:
         json.dump(mapping, handle, indent=1)

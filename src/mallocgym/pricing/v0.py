@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import sim
-from .hardware import Hardware
-from .scenarios import resolve_hardware
-from .workloads import Workload
+from .. import sim
+from ..hardware import Hardware, program_time
+from ..scenarios import resolve_hardware
+from ..workloads import Workload
 
 __all__ = ["evaluate", "Evaluation", "program_time", "validate_mapping"]
 
@@ -45,21 +45,6 @@ class Evaluation:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def program_time(workload: Workload, fast: np.ndarray, hardware: Hardware) -> tuple[float, int]:
-    """Program time with the buffers flagged in ``fast`` in fast memory, and the number of
-    compute-bound ops. Vectorised NumPy, independent of the incremental simulator."""
-    owner = np.repeat(np.arange(workload.num_buffers), np.diff(workload.access_ptr))
-    in_fast = fast[owner]
-    t = workload.num_ops
-    slow_bytes = np.bincount(workload.access_op[~in_fast], weights=workload.access_bytes[~in_fast], minlength=t)
-    fast_bytes = np.bincount(workload.access_op[in_fast], weights=workload.access_bytes[in_fast], minlength=t)
-    compute = np.maximum(workload.flops / hardware.peak_flops,
-                         workload.transcendentals / hardware.transcendental_rate)
-    memory = slow_bytes / hardware.slow_bw + fast_bytes / hardware.fast_bw
-    elapsed = np.maximum(compute, memory) + hardware.op_overhead
-    return float(elapsed.sum()), int(np.count_nonzero(compute >= memory))
 
 
 def validate_mapping(workload: Workload, offsets, hardware: Hardware) -> np.ndarray:

@@ -11,8 +11,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from . import sim
-from .sim import CAPACITY, COMPUTE_BOUND, PLACED, PLACED_BYTES, STEP, TIME, TIME_ALL_SLOW
+from .. import sim
+from ..sim import CAPACITY, COMPUTE_BOUND, PLACED, PLACED_BYTES, STEP, TIME, TIME_ALL_SLOW
 
 BUFFER_FEATURES = (
     "size / capacity",

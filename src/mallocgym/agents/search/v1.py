@@ -2,10 +2,10 @@
 
 They branch on :mod:`mallocgym.sim.v1` states (array copies; the env's ``clone_state`` would
 also copy its observation) and score a position by finishing it with a default policy: ``xla-msa``
-in the env (:func:`mallocgym.heuristics_v1.complete_msa`: XLA's Memory Space Assignment's own
+in the env (:func:`mallocgym.heuristics.v1.complete_msa`: XLA's Memory Space Assignment's own
 action at every decision, which from the initial state leaves exactly ``xla-msa``'s plan; the
 default) or ``greedy``
-(:func:`mallocgym.heuristics_v1.complete_greedy`), chosen by the agents' ``completion=`` setting.
+(:func:`mallocgym.heuristics.v1.complete_greedy`), chosen by the agents' ``completion=`` setting.
 Every agent keeps the best complete mapping it has seen, starting with the default policy's own,
 so none returns worse than it: with ``xla-msa``, never worse than ``xla-msa``'s plan.
 
@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..evaluate_v1 import mapping_from_state
-from ..heuristics_v1 import complete_greedy, complete_msa, greedy_move, new_game
-from ..scenarios import Scenario
-from ..sim import v1, v1_obs
-from .base import Solution
-from .search import MCTSConfig, _Budget, UCT
+from ...features import v1 as v1_obs
+from ...heuristics.v1 import complete_greedy, complete_msa, greedy_move, new_game
+from ...pricing.v1 import mapping_from_state
+from ...scenarios import Scenario
+from ...sim import v1
+from ..base import Solution
+from .base import MCTSConfig, _Budget, UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
 

@@ -12,8 +12,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from . import msa, v1
-from .v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
+from ..sim import msa, v1
+from ..sim.v1 import (CAPACITY, COPY_BYTES, FAST, N_CHUNKS, PREFETCH_SEG, SLOW, SLOW_BW, STALL, TIME,
                  TIME_ALL_SLOW, interval_time, segment_options)
 
 __all__ = ["BUFFER_FEATURES", "SEGMENT_FEATURES", "ACTION_FEATURES", "NEXT_FEATURES", "PROGRESS_FEATURES", "Table",

@@ -1,0 +1,20 @@
+"""The argument parser every ``mallocgym`` command line uses (the CLI and the training entry points)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["Parser", "one_line"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line ``mallocgym: error: PROG: ...`` (exit 2), like
+    every other bad input; ``--help`` shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"mallocgym: error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text) -> str:
+    """An error message on one line (some libraries' messages span several)."""
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
