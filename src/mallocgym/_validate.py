@@ -22,6 +22,8 @@ __all__ = ["MAX_BYTES", "MAX_TOTAL_BYTES", "check_int", "check_number", "check_i
 
 MAX_BYTES = 2**48
 MAX_TOTAL_BYTES = 2**60
+MAX_CANDIDATES = 4096
+"""Largest ``n_candidates`` (``K``) an env or an agent takes."""
 
 
 def _is_int(value) -> bool:

@@ -13,14 +13,14 @@ from .. import _jit, features, sim
 from ..features import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES
 from ..hardware import Hardware
 from ..render import ascii_map, memory_map
-from .._validate import check_int
+from .._validate import MAX_CANDIDATES, check_int
 from ..scenarios import Scenario, oversized
 from ..workloads import Workload
 from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins, feature_list
 
 __all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES"]
 
-_MAX_CANDIDATES = 4096
+_MAX_CANDIDATES = MAX_CANDIDATES
 
 
 @dataclass(frozen=True)
