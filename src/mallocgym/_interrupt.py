@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import threading
 from pathlib import Path
@@ -96,15 +95,6 @@ def refuse_other_run(out: Path, logs: list[Path]) -> None:
     """A fresh run may not write into a folder holding another run's log: one clear error."""
     found = [p for p in logs if p.exists()]
     if found:
-        raise ValueError(f"{out} already holds a run's log ({found[0].relative_to(out) if found[0].is_relative_to(out) else found[0]}); "
-                         "pass --resume to continue that run, or choose another --out")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        name = found[0].relative_to(out) if found[0].is_relative_to(out) else found[0]
+        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out "
+                         f"(it has {name})")
