@@ -97,7 +97,7 @@ def claim_folder(out: str | os.PathLike, owned: Sequence[str], *, flag: str = "-
                 pid = int(lock.read_text().strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and _pid_alive(pid):
+            if pid and _pid_alive(pid):
                 raise ValueError(f"{flag} {out}: another run (process {pid}) is writing into this folder; wait for "
                                  f"it, or give another {flag} (the lock is {lock})") from None
             with contextlib.suppress(FileNotFoundError):

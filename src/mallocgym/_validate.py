@@ -136,7 +136,10 @@ def nearest_hint(key, known) -> str:
 
     if not isinstance(key, str):
         return ""
-    match = difflib.get_close_matches(key[:200], [str(k) for k in known], n=1, cutoff=0.6)
+    names = [str(k) for k in known]
+    match = difflib.get_close_matches(key[:200], names, n=1, cutoff=0.6)
+    if not match and key:  # a known name cut short or run on ('done' for 'done_before')
+        match = [n for n in names if n.startswith(key) or key.startswith(n)][:1]
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 

@@ -110,7 +110,8 @@ def _int_field(entry: dict, key: str, where: str, low: int, high: int) -> int:
 def _buffer_of(entry: dict, where: str, n_buffers: int) -> int:
     """The ``buffer`` field of a mapping entry, checked."""
     if "buffer" in entry and type(entry["buffer"]) is int and not 0 <= entry["buffer"] < n_buffers:
-        raise ValueError(f"{where}: unknown buffer {clip(entry['buffer'])} (the workload has {n_buffers})")
+        raise ValueError(f"{where}: unknown buffer {clip(entry['buffer'])} (field 'buffer'; the workload has "
+                         f"{n_buffers})")
     return _int_field(entry, "buffer", where, 0, n_buffers - 1)
 
 
@@ -135,7 +136,8 @@ def _parse(mapping, st: v1.Static1, n_buffers: int):
         b = _buffer_of(entry, where, n_buffers)
         count = int(st.seg_ptr[b + 1] - st.seg_ptr[b])
         if "segment" in entry and type(entry["segment"]) is int and not 0 <= entry["segment"] < count:
-            raise ValueError(f"{where}: buffer {b} has no segment {clip(entry['segment'])} (it has {count})")
+            raise ValueError(f"{where}: buffer {b} has no segment {clip(entry['segment'])} (field 'segment'; it has "
+                             f"{count})")
         k = _int_field(entry, "segment", where, 0, count - 1)
         s = int(st.seg_ptr[b]) + k
         where = f"{where} (buffer {b}, segment {k})"

@@ -146,14 +146,17 @@ def workload_from_dict(doc: dict, where: str = "workload") -> Workload:
                            field_int(acc[1], at, "bytes", low=0, high=MAX_BYTES), acc[2] == "w"))
         accesses.append(parsed)
     has_names = any("name" in e for e in buffers)
-    return Workload.from_buffers(
-        name, flops, size, start, end, accesses,
-        transcendentals=trans,
-        buffer_names=tuple(names) if has_names else (),
-        op_names=op_names,
-        default_capacity=capacity,
-        outputs=outputs,
-    )
+    try:
+        return Workload.from_buffers(
+            name, flops, size, start, end, accesses,
+            transcendentals=trans,
+            buffer_names=tuple(names) if has_names else (),
+            op_names=op_names,
+            default_capacity=capacity,
+            outputs=outputs,
+        )
+    except (TypeError, OverflowError, RecursionError) as exc:  # the reader boundary: bad input is a ValueError
+        raise ValueError(f"{where}: {one_line(exc)}") from None
 
 
 def save_json(workload: Workload, path: str | os.PathLike) -> None:
