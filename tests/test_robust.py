@@ -74,6 +74,24 @@ def test_a_listed_eviction_is_never_reported_missing():
         evaluate_v1(small_workload(), mapping, HW)
 
 
+def test_a_prefetch_while_the_value_is_still_fast_is_named_as_such():
+    """Was: 'eviction done before op 3 must lie in [2, 0]' (an empty range, blaming the eviction)."""
+    mapping = good_mapping()
+    mapping["allocations"][1]["prefetch_after"] = 0
+    mapping["evictions"][0]["done_before"] = 3
+    with pytest.raises(ValueError, match=r"segment 1 \(use at op 4\): prefetch after op 0 is issued while the value "
+                                         r"is still in fast memory \(its last fast use is op 1\)"):
+        evaluate_v1(small_workload(), mapping, HW)
+
+
+@pytest.mark.parametrize("value", ["1_000", "٣", "0x10", "1e3"])
+def test_minimalloc_integers_are_plain_digits(tmp_path, value):
+    path = tmp_path / "t.csv"
+    path.write_text(f"id,lower,upper,size\na,0,2,{value}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2: field 'size' = .* is not an integer"):
+        mallocgym.load(path)
+
+
 # ------------------------------------------------------------------------------ unknown keys
 @pytest.mark.parametrize("mutate, key, hint", [
     (lambda m: m.update(allocation=m.pop("allocations")), "allocation", "allocations"),

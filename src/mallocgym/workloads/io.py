@@ -242,6 +242,7 @@ _META_KEYS = ("format", "version", "name", "buffer_names", "op_names", "default_
 # ------------------------------------------------------------------------------ MiniMalloc CSV
 _CAPACITY_IN_NAME = re.compile(r"\.(\d+)\.csv$", re.IGNORECASE)
 MINIMALLOC_COLUMNS = ("id", "lower", "upper", "size")
+_CSV_INT = re.compile(r"[-+]?[0-9]+")
 
 
 def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
@@ -275,12 +276,11 @@ def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
             if name == "id":
                 continue
             raw = fields[col].strip()
-            try:
-                row[name] = int(raw)
-            except ValueError:
-                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw!r} is not an integer") from None
+            if not _CSV_INT.fullmatch(raw):  # int() would also take '1_000' and ' ١٢ '
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {clip(raw)} is not an integer")
+            row[name] = int(raw) if len(raw) <= 30 else MAX_BYTES + 1  # no 4300-digit conversions
             if abs(row[name]) > MAX_BYTES:
-                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw} must be at most {MAX_BYTES} "
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw if len(raw) <= 30 else clip(raw)} must be at most {MAX_BYTES} "
                                  "in magnitude")
         if row["id"] in seen:
             raise ValueError(f"{path}: line {line_no}: field 'id' = {row['id']!r} is repeated")
