@@ -104,9 +104,9 @@ def _convert(text: str, annotation, where: str):
         except ValueError:
             continue
         if kind is int and abs(value) > MAX_SETTING:
-            raise ValueError(f"{where} = {clip(text)} must be at most {MAX_SETTING} in magnitude")
+            raise ValueError(f"{where} must be at most {MAX_SETTING} in magnitude, got {clip(text)}")
         if kind is float and not math.isfinite(value):
-            raise ValueError(f"{where} = {clip(text)} must be a finite number")
+            raise ValueError(f"{where} must be a finite number, got {clip(text)}")
         return value
     raise ValueError(f"{where}: cannot read {clip(text)} as {annotation}")
 
