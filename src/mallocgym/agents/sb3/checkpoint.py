@@ -102,6 +102,10 @@ def read_meta(path: str | os.PathLike) -> tuple[dict[str, Any], AlgoConfig]:
         raise ValueError(f"{meta_path}: missing (a run directory holds {MODEL_FILE} and {META_FILE})")
     try:
         meta = read_json(meta_path, what="run file")
+    except ValueError as exc:
+        detail = str(exc).removeprefix(str(meta_path)).lstrip(":0123456789 ")
+        raise ValueError(f"{meta_path}: not a valid {META_FILE} ({detail})") from None
+    try:
         algo = meta["algo"]
         config = config_from_dict(algo, meta["config"], where=str(meta_path))
     except ValueError as exc:
