@@ -30,8 +30,8 @@ import torch
 
 from ..._files import atomic_write
 from ..._interrupt import graceful_stop, refuse_other_run, truncate_jsonl
-from ..._validate import read_json
 from ..._progress import Progress
+from ..._validate import read_json
 from ...scenarios import Scenario, resolve, suite
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .config import MuZeroConfig
@@ -103,9 +103,9 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder")
     payload = None
-    if not resume:
+    if not resume:  # a fresh run never appends to another run's log
         refuse_other_run(out, [checkpoint_path(out), out / "log.jsonl"])
-    if resume:
+    else:
         try:  # before anything is written: a bad --out stays as it was
             payload = load_checkpoint(out)
         except ValueError as exc:  # torch's messages span lines; the CLI prints one
