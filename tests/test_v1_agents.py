@@ -198,7 +198,7 @@ def test_make_readme_states_the_headroom_of_search_over_xla_msa(tmp_path):
     (lambda m: m["allocations"][0].update(kind="fastest"), "field 'kind' = 'fastest'"),
     (lambda m: m["allocations"].append(dict(m["allocations"][0])), "the segment is allocated twice"),
     (lambda m: m.update(format="other"), "field 'format' must be 'mallocgym-v1-mapping'"),
-    (lambda m: m["allocations"][0].update(use_op=-7), "field 'use_op' = -7 but the segment ends at op"),
+    (lambda m: m["allocations"][0].update(use_op=-7), "field 'use_op' = -7 must be >= 0"),
 ])
 def test_cli_evaluate_names_the_bad_entry(capsys, tmp_path, edit, text):
     assert main(["solve", "mlp-train-s0@1/8", "--env", "v1", "--agent", "greedy", "--json"]) == 0

@@ -323,7 +323,7 @@ def test_a_ratio_met_exactly_counts_for_the_eviction_end():
 
 def test_outputs_field_decides_which_values_must_end_slow():
     """A value the last op reads is an output by default (it must be evicted by the end); with
-    ``outputs=[]`` it is not, and staying fast to the end is legal without a copy."""
+    ``outputs`` naming another buffer it is not, and staying fast to the end is legal without a copy."""
     accesses = [[(0, 100, True), (1, 100, False)]]
     mapping = {"format": "mallocgym-v1-mapping", "version": 1, "evictions": [],
                "allocations": [{"buffer": 0, "segment": 0, "kind": "fast", "offset": 0}]}
@@ -331,7 +331,9 @@ def test_outputs_field_decides_which_values_must_end_slow():
     default = Workload.from_buffers("out", [1.0, 1.0], [100], [0], [1], accesses)
     with pytest.raises(ValueError, match="needed in slow memory by the end of the program"):
         evaluate_v1(default, mapping, hw)
-    none = Workload.from_buffers("out", [1.0, 1.0], [100], [0], [1], accesses, outputs=[])
+    # buffer 1 (the output, moving no bytes) leaves buffer 0 a plain value live at the last op
+    none = Workload.from_buffers("out", [1.0, 1.0], [100, 1], [0, 0], [1, 1], accesses + [[(0, 0, True), (1, 0, False)]],
+                                 outputs=[1])
     ev = evaluate_v1(none, mapping, hw)
     assert ev.evictions == 0 and ev.copy_bytes == 0.0
     # all slow: op 0 writes 100 B (1 s), op 1 reads it (1 s) = 2 s; fast: 0.1 s memory each,

@@ -185,5 +185,5 @@ def test_npz_is_reproducible_and_bad_meta_is_named(tmp_path):
                 np.lib.format.write_array(buf, np.array("{not json"))
                 data = buf.getvalue()
             dst.writestr(item, data)
-    with pytest.raises(ValueError, match=r"bad.npz: array 'meta' is not valid JSON"):
+    with pytest.raises(ValueError, match=r"bad.npz: array 'meta':1:2: invalid JSON"):
         mallocgym.load(bad)

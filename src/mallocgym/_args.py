@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["Parser", "one_line"]
+__all__ = ["Parser", "one_line", "MAX_MESSAGE"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -15,6 +15,14 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"mallocgym: error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
 
 
+MAX_MESSAGE = 1000
+"""Characters of an error message the CLI prints (a 100 KB argument is not echoed back whole)."""
+
+
 def one_line(text) -> str:
-    """An error message on one line (some libraries' messages span several)."""
-    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    """An error message on one line (some libraries' messages span several), cut to
+    :data:`MAX_MESSAGE` characters."""
+    text = "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE]}... ({len(text)} characters)"
+    return text

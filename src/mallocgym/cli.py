@@ -378,9 +378,15 @@ def _agents(text: str) -> list[str]:
     return agents
 
 
-def _check_out_dir(out: str | None) -> None:
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+def _claim_out(out: str | None):
+    """``--out``: checked (a folder that can be written, holding result files only) and locked
+    against a second run before any work; a no-op context without ``--out``."""
+    import contextlib
+
+    from ._files import claim_folder
+    from .harness import RESULT_FILES
+
+    return contextlib.nullcontext() if out is None else claim_folder(out, RESULT_FILES)
 
 
 def _run_bench(args) -> int:
@@ -393,35 +399,34 @@ def _run_bench(args) -> int:
             given.append("--env")
         if given:
             raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
-        _check_out_dir(args.out)
         from .speed import format_report, measure
 
-        report = measure()
-        if args.json:
-            _print_json(report)
-        else:
-            print(format_report(report))
-        if args.out:
-            from ._files import atomic_write
+        with _claim_out(args.out):
+            report = measure()
+            if args.json:
+                _print_json(report)
+            else:
+                print(format_report(report))
+            if args.out:
+                from ._files import replace_folder
 
-            with atomic_write(Path(args.out) / "speed.json") as handle:
-                json.dump(report, handle, indent=1)
+                replace_folder(args.out, {"speed.json": (json.dumps(report, indent=1) + "\n").encode()})
         return 0
     from .harness import bench, to_markdown, write_results
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
-    _check_out_dir(args.out)
     if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
-    results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
-                    budget_s=args.budget_s, runner=_runner(args))
-    if args.json:
-        _print_json([r.to_dict(with_offsets=False) for r in results])
-    else:
-        print(to_markdown(results))
-    if args.out:
-        command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        print(f"wrote {write_results(results, args.out, command=command)}/results.{{md,csv,json}}")
+    with _claim_out(args.out):
+        results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
+                        budget_s=args.budget_s, runner=_runner(args))
+        if args.json:
+            _print_json([r.to_dict(with_offsets=False) for r in results])
+        else:
+            print(to_markdown(results))
+        if args.out:
+            command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+            print(f"wrote {write_results(results, args.out, command=command)}/results.{{md,csv,json}}")
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ._files import atomic_write
+from ._files import check_result_folder, replace_folder
 from ._progress import Progress
 from .agents import Agent, Solution, make_agent
 from .agents.base import plays_v1
@@ -318,38 +318,33 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None) -> Path:
-    """Write ``results.md``, ``results.csv`` and ``results.json`` (each atomically) into ``out_dir``;
+    """Write ``results.md``, ``results.csv`` and ``results.json`` into ``out_dir`` as one set;
     MallocGame-v1 results keep their mappings in ``mappings.json.gz`` (:func:`load_mappings`)
     instead of ``results.json``, which has v0's offsets.
 
-    All three texts are made before anything is written, so a failure (no results, a value that
-    does not serialise) creates neither the folder nor any file.
+    The files are written into a temporary folder beside ``out_dir`` and renamed into place
+    (:func:`mallocgym._files.replace_folder`): the folder holds this set only (an older run's
+    ``mappings.json.gz`` goes), and a failure (no results, a value that does not serialise, a
+    full disk) leaves ``out_dir`` as it was. A folder holding other files is refused.
     """
     if not results:
         raise ValueError("no results to write")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a folder")
+    out = check_result_folder(out_dir, RESULT_FILES, flag="folder")
     header = f"Command: `{command}`\n\n" if command else ""
     v1_rows = [r for r in results if r.env == "v1"]
     rows = [r.to_dict(with_offsets=r.env != "v1") for r in results]
-    texts = {"results.md": header + to_markdown(results), "results.csv": to_csv(results),
+    files = {"results.md": header + to_markdown(results), "results.csv": to_csv(results),
              "results.json": json.dumps(rows, indent=1) + "\n"}
-    blobs = {}
+    files = {name: text.encode("utf-8") for name, text in files.items()}
     if v1_rows:  # v1 mappings run to megabytes as JSON: one compressed file beside the results
         mappings = {f"{r.scenario}|{r.agent}": r.mapping for r in v1_rows}
-        blobs[MAPPINGS_FILE] = gzip.compress(json.dumps(mappings, separators=(",", ":")).encode(), mtime=0)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        with atomic_write(out / name) as handle:
-            handle.write(text)
-    for name, blob in blobs.items():
-        with atomic_write(out / name, "wb") as handle:
-            handle.write(blob)
-    return out
+        files[MAPPINGS_FILE] = gzip.compress(json.dumps(mappings, separators=(",", ":")).encode(), mtime=0)
+    return replace_folder(out, files)
 
 
 MAPPINGS_FILE = "mappings.json.gz"
+RESULT_FILES = ("results.md", "results.csv", "results.json", MAPPINGS_FILE, "speed.json")
+"""What a ``bench --out`` folder holds (each run replaces the whole set)."""
 
 
 def load_mappings(folder: str | Path) -> dict[tuple[str, str], dict]:

@@ -412,7 +412,7 @@ def _read_sb3(run: Path) -> TrainingRun:
         meta = {"algo": info.get("algo"), "env": (info.get("config") or {}).get("env", {}).get("version", "v0"),
                 "steps": (info.get("trained") or {}).get("steps"), "minutes": (info.get("trained") or {}).get("minutes"),
                 "runs": (info.get("trained") or {}).get("runs")}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
         pass
     if not progress.get("steps", np.empty(0)).size and not evals.get("steps", np.empty(0)).size:
         raise NotARunError(f"{run}: its mallocgym train sb3 logs have no rows yet")
@@ -432,7 +432,7 @@ def _read_muzero(run: Path, path: Path) -> TrainingRun:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # a damaged line (or one nested past Python's recursion limit)
             raise NotARunError(f"{path}: line {number} is not JSON: not a log.jsonl of mallocgym train muzero") from None
         if not isinstance(record, dict) or "event" not in record:
             raise NotARunError(f"{path}: line {number} has no 'event': not a log.jsonl of mallocgym train muzero")

@@ -216,7 +216,9 @@ def get(name: str) -> Scenario:
         for scenario in suite(suite_name):
             if name in (scenario.name, scenario.workload.name):
                 return scenario
-    raise ValueError(f"unknown scenario {name!r}; run `mallocgym list` to see the bundled ones")
+    from ._validate import clip
+
+    raise ValueError(f"unknown scenario {clip(name)}; run `mallocgym list` to see the bundled ones")
 
 
 def override(scenario: Scenario, hardware: Hardware | str | None = None,

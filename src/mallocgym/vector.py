@@ -38,11 +38,16 @@ from numba import njit
 from numba.typed import List
 
 from . import sim
+from ._validate import check_int, clip
 from .features import v0 as features
 from .env import MallocGameEnv
+from .env.base import check_options, check_seed
 from .sim import PLACED_BYTES, STEP, TIME, TIME_ALL_SLOW
 
 __all__ = ["MallocGameVectorEnv"]
+
+MAX_ENVS = 4096
+"""Most games one vector env steps (each holds its own arrays)."""
 
 _OBS_KEYS = ("buffer", "candidates", "next", "memory", "progress", "action_mask")
 
@@ -139,9 +144,15 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                  **env_kwargs):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else AutoresetMode(autoreset_mode)
+        try:
+            num_envs = check_int(num_envs, "num_envs", low=1, high=MAX_ENVS)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+        try:
+            mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else AutoresetMode(autoreset_mode)
+        except (ValueError, TypeError):
+            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, got "
+                             f"{clip(autoreset_mode)}") from None
         if mode == AutoresetMode.DISABLED:
             raise ValueError("autoreset_mode DISABLED is not supported; use NEXT_STEP or SAME_STEP")
         self.num_envs = int(num_envs)
@@ -233,9 +244,11 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
         return {key: value[rows].copy() for key, value in self._obs.items()}
 
     def _check_actions(self, actions) -> np.ndarray:
+        if isinstance(actions, (str, bytes)):
+            raise ValueError(f"actions must be {self.num_envs} integers in Discrete({self.k + 1}), got {clip(actions)}")
         a = np.asarray(actions)
         if a.shape not in ((self.num_envs,), (self.num_envs, 1)) or a.dtype.kind not in "iu":
-            raise ValueError(f"actions must be {self.num_envs} integers in Discrete({self.k + 1}), got {actions!r}")
+            raise ValueError(f"actions must be {self.num_envs} integers in Discrete({self.k + 1}), got {clip(actions)}")
         a = a.reshape(self.num_envs).astype(np.int64)
         bad = np.flatnonzero((a < 0) | (a > self.k))
         if bad.size:
@@ -250,13 +263,20 @@ class MallocGameVectorEnv(gym.vector.VectorEnv):
         super().reset(seed=None)
         if seed is None:
             seeds = [None] * self.num_envs
-        elif isinstance(seed, (int, np.integer)):
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+            check_seed(seed)
+            check_seed(int(seed) + self.num_envs - 1, "seed + num_envs - 1")
             seeds = [int(seed) + i for i in range(self.num_envs)]
-        else:
+        elif isinstance(seed, (list, tuple, np.ndarray)):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} games")
-        options = dict(options or {})
+            for i, s in enumerate(seeds):
+                check_seed(s, f"seed[{i}]")
+        else:
+            raise ValueError(f"seed must be None, an integer or a list of {self.num_envs} integers or None, got "
+                             f"{type(seed).__name__} {clip(seed)}")
+        options = dict(check_options(options, ("workload", "reset_mask")))
         mask = options.pop("reset_mask", None)
         if mask is None:
             rows = self._all_rows

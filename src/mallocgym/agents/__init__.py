@@ -51,7 +51,10 @@ def make_agent(spec: str) -> Agent:
     """An agent from its name (``xla``) or ``KIND:PATH`` (``muzero:runs/y``)."""
     kind, _, arg = spec.partition(":")
     if kind not in AGENTS:
-        raise ValueError(f"unknown agent {spec!r}; known: {', '.join(AGENTS)} (trained ones as KIND:PATH)")
+        from .._validate import clip, nearest_hint
+
+        raise ValueError(f"unknown agent {clip(spec)}{nearest_hint(kind, AGENTS)}; known: {', '.join(AGENTS)} "
+                         "(trained ones as KIND:PATH)")
     if kind in AGENT_EXTRAS:
         require_extra(AGENT_EXTRAS[kind], f"the {kind!r} agent")
     module, _, attr = AGENTS[kind].partition(":")

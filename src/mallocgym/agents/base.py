@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -11,6 +12,10 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .. import heuristics
+from .._validate import clip, nearest_hint
+
+MAX_SETTING = 2**53
+"""Largest integer an agent setting takes (``simulations=10**30`` is an error, not a hang)."""
 from ..scenarios import Scenario
 
 __all__ = ["Agent", "Solution", "HeuristicAgent", "heuristic_factory", "parse_config", "plays_v1"]
@@ -95,10 +100,15 @@ def _convert(text: str, annotation, where: str):
                 return False
             continue
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
             continue
-    raise ValueError(f"{where}: cannot read {text!r} as {annotation}")
+        if kind is int and abs(value) > MAX_SETTING:
+            raise ValueError(f"{where} must be at most {MAX_SETTING} in magnitude, got {clip(text)}")
+        if kind is float and not math.isfinite(value):
+            raise ValueError(f"{where} must be a finite number, got {clip(text)}")
+        return value
+    raise ValueError(f"{where}: cannot read {clip(text)} as {annotation}")
 
 
 def parse_config(config_cls, arg: str | None, *, positional: str | None = None, where: str = "agent"):
@@ -117,10 +127,12 @@ def parse_config(config_cls, arg: str | None, *, positional: str | None = None, 
         key, eq, text = part.partition("=")
         if not eq:
             if positional is None or values:
-                raise ValueError(f"{where}: expected key=value pairs ({', '.join(names)}), got {part!r}")
+                raise ValueError(f"{where}: expected key=value pairs ({', '.join(names)}), got {clip(part)}")
             key, text = positional, part
         key, text = key.strip(), text.strip()
         if key not in names:
-            raise ValueError(f"{where}: unknown setting {key!r}; known: {', '.join(names)}")
+            raise ValueError(f"{where}: unknown setting {clip(key)}{nearest_hint(key, names)}; known: {', '.join(names)}")
+        if key in values:
+            raise ValueError(f"{where}: setting {key!r} is given twice; give each setting once")
         values[key] = _convert(text, hints[key], f"{where}: {key}")
     return config_cls(**values)

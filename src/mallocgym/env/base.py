@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from .._validate import check_int
+from .._validate import check_int, clip, nearest_hint
 from ..scenarios import Scenario, as_hardware, check_capacity, resolve, suite
 from ..workloads import Workload
 
@@ -33,6 +33,35 @@ def check_bins(memory_bins) -> tuple[int, int]:
     return tuple(check_int(v, f"memory_bins[{i}]", low=1, high=4096) for i, v in enumerate(memory_bins))
 
 
+MAX_SEED = 2**63 - 1
+"""Largest seed ``reset`` takes (numpy's ``SeedSequence`` takes any non-negative integer; this
+bound keeps a seed an ``int64``)."""
+
+
+def check_seed(seed, name: str = "seed") -> int | None:
+    """``seed``: None or an integer in ``[0, MAX_SEED]`` (not a bool, float or string)."""
+    if seed is None:
+        return None
+    try:
+        return check_int(seed, name, low=0, high=MAX_SEED)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_options(options, allowed: Sequence[str] = ("workload",)) -> dict:
+    """``options``: None or a dict whose keys are in ``allowed``; one ``ValueError`` otherwise."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"options must be a dict (e.g. {{'workload': NAME}}) or None, got "
+                         f"{type(options).__name__} {clip(options)}")
+    unknown = [key for key in options if key not in allowed]
+    if unknown:
+        raise ValueError(f"unknown reset option {clip(unknown[0])}{nearest_hint(unknown[0], allowed)}; the options "
+                         f"are {', '.join(map(repr, allowed))}")
+    return options
+
+
 class ScenarioEnv(gym.Env):
     """The scenario handling of the MallocGame envs (subclasses add the game itself).
 
@@ -42,6 +71,13 @@ class ScenarioEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Check ``seed`` and ``options`` (one clear error, not Gymnasium's or numpy's), then seed
+        ``np_random``; a subclass's ``reset`` calls this through ``super().reset(seed=...)``."""
+        check_seed(seed)
+        check_options(options)
+        return super().reset(seed=seed)
 
     def _setup(self, workload, hardware, capacity, order: str, orders: Sequence[str], invalid_action: str,
                split: str, suite_name: str, render_mode: str | None) -> None:
@@ -99,10 +135,7 @@ class ScenarioEnv(gym.Env):
         """The next episode's scenario and whether to cache its compilation: the ``workload``
         reset option, else a generator's draw, else one of the scenarios (sampled with
         ``self.np_random``)."""
-        options = options or {}
-        unknown = set(options) - {"workload"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'workload'")
+        options = check_options(options)
         if options.get("workload") is not None:
             return self._resolve(options["workload"]), True
         if self._generator is not None:
@@ -181,14 +214,16 @@ class ScenarioEnv(gym.Env):
 
     def _check_action(self, action, n: int) -> int:
         """``action`` as an int in ``Discrete(n)``; anything else is a ``ValueError``."""
+        if isinstance(action, (bool, np.bool_)) or (isinstance(action, np.ndarray) and action.dtype == np.bool_):
+            raise ValueError(f"action {clip(action)} is a bool, not an integer in Discrete({n})")
         if isinstance(action, np.ndarray):
             if action.size != 1 or action.dtype.kind not in "iu":
-                raise ValueError(f"action {action!r} is not in the action space Discrete({n})")
+                raise ValueError(f"action {clip(action)} is not in the action space Discrete({n})")
             action = action.reshape(()).item()
         try:
             a = operator.index(action)
         except TypeError:
-            raise ValueError(f"action {action!r} is not an integer in Discrete({n})") from None
+            raise ValueError(f"action {clip(action)} is not an integer in Discrete({n})") from None
         if not 0 <= a < n:
             raise ValueError(f"action {a} is outside the action space Discrete({n})")
         return a

@@ -15,14 +15,14 @@ from ..features.v0 import BUFFER_FEATURES, CANDIDATE_FEATURES, NEXT_FEATURES, PR
 from ..hardware import Hardware
 from ..heuristics.v0 import HEURISTICS, ORDER
 from ..render import ascii_map, memory_map
-from .._validate import check_int
+from .._validate import MAX_CANDIDATES, check_int
 from ..scenarios import Scenario, oversized
 from ..workloads import Workload
 from .base import INVALID_ACTION_MODES, ScenarioEnv, check_bins, feature_list
 
 __all__ = ["MallocGameEnv", "GameState", "KernelArrays", "INVALID_ACTION_MODES", "heuristic_env", "env_kernels"]
 
-_MAX_CANDIDATES = 4096
+_MAX_CANDIDATES = MAX_CANDIDATES
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from .._validate import (MAX_BYTES, check_header, check_keys, clip, field_int, field_list, nearest_hint,
+                         read_json)
 from ..hardware import Hardware
 from ..scenarios import resolve_hardware
 from ..sim import v1
@@ -83,82 +85,88 @@ def save_mapping(mapping: dict, path: str | os.PathLike) -> Path:
 
 
 def load_mapping(path: str | os.PathLike) -> dict:
-    """Read a v1 mapping JSON file (structure is checked by :func:`evaluate_v1`)."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    """Read a v1 mapping JSON file (strict JSON; the structure is checked by :func:`evaluate_v1`)."""
+    return read_json(Path(path), what="mapping file")
 
 
 # ------------------------------------------------------------------------------ validation
-def _int_field(entry: dict, key: str, where: str) -> int:
+_TOP_KEYS = ("format", "version", "allocations", "evictions")
+_ALLOCATION_KEYS = ("buffer", "segment", "use_op", "kind", "offset", "prefetch_after")
+_EVICTION_KEYS = ("buffer", "done_before")
+
+
+def _entry(entry, where: str, known) -> dict:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected an object, got {clip(entry)}")
+    check_keys(entry, known, where)
+    return entry
+
+
+def _int_field(entry: dict, key: str, where: str, low: int, high: int) -> int:
     if key not in entry:
         raise ValueError(f"{where}: missing field {key!r}")
-    value = entry[key]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{where}: field {key!r} = {value!r} is not an integer")
-    return int(value)
+    return field_int(entry[key], where, key, low=low, high=high)
 
 
-def _buffer_of(entry, where: str, n_buffers: int) -> int:
-    """The ``buffer`` field of a mapping entry (an object), checked."""
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: expected an object")
-    b = _int_field(entry, "buffer", where)
-    if not 0 <= b < n_buffers:
-        raise ValueError(f"{where}: unknown buffer {b} (the workload has {n_buffers})")
-    return b
+def _buffer_of(entry: dict, where: str, n_buffers: int) -> int:
+    """The ``buffer`` field of a mapping entry, checked."""
+    if "buffer" in entry and type(entry["buffer"]) is int and not 0 <= entry["buffer"] < n_buffers:
+        raise ValueError(f"{where}: unknown buffer {clip(entry['buffer'])} (field 'buffer'; the workload has "
+                         f"{n_buffers})")
+    return _int_field(entry, "buffer", where, 0, n_buffers - 1)
 
 
 def _parse(mapping, st: v1.Static1, n_buffers: int):
-    """Per segment: kind, offset, prefetch start; per buffer: eviction done op (-1)."""
-    if not isinstance(mapping, dict):
-        raise ValueError("v1 mapping: expected a JSON object")
-    if mapping.get("format") != MAPPING_FORMAT or mapping.get("version") != 1:
-        raise ValueError(f"v1 mapping: field 'format' must be {MAPPING_FORMAT!r} and 'version' 1, got "
-                         f"{mapping.get('format')!r} / {mapping.get('version')!r}")
+    """Per segment: kind, offset, prefetch start; per buffer: eviction done op (-1: none).
+
+    Strict: unknown fields, wrong JSON types and integers out of range are errors, and no value
+    read from the mapping is ever taken for the ``-1`` meaning "none" of these arrays."""
+    check_header(mapping, "v1 mapping", MAPPING_FORMAT, 1)
+    check_keys(mapping, _TOP_KEYS, "v1 mapping")
     for key in ("allocations", "evictions"):
-        if not isinstance(mapping.get(key, []), list):
-            raise ValueError(f"v1 mapping: field {key!r} must be a list")
+        field_list(mapping.get(key, []), "v1 mapping", key, "objects")
     n_seg = st.seg_use.shape[0]
+    n_ops = st.compute_time.shape[0]
     kind = np.full(n_seg, v1.SLOW, np.int64)
     off = np.full(n_seg, -1, np.int64)
     pstart = np.full(n_seg, -1, np.int64)
     seen = np.zeros(n_seg, bool)
     for i, entry in enumerate(mapping.get("allocations", [])):
         where = f"v1 mapping: allocation {i}"
+        entry = _entry(entry, where, _ALLOCATION_KEYS)
         b = _buffer_of(entry, where, n_buffers)
-        k = _int_field(entry, "segment", where)
         count = int(st.seg_ptr[b + 1] - st.seg_ptr[b])
-        if not 0 <= k < count:
-            raise ValueError(f"{where}: buffer {b} has no segment {k} (it has {count})")
+        if "segment" in entry and type(entry["segment"]) is int and not 0 <= entry["segment"] < count:
+            raise ValueError(f"{where}: buffer {b} has no segment {clip(entry['segment'])} (field 'segment'; it has "
+                             f"{count})")
+        k = _int_field(entry, "segment", where, 0, count - 1)
         s = int(st.seg_ptr[b]) + k
         where = f"{where} (buffer {b}, segment {k})"
         if seen[s]:
             raise ValueError(f"{where}: the segment is allocated twice")
         seen[s] = True
-        if "use_op" in entry and _int_field(entry, "use_op", where) != st.seg_use[s]:
+        if "use_op" in entry and _int_field(entry, "use_op", where, 0, n_ops - 1) != st.seg_use[s]:
             raise ValueError(f"{where}: field 'use_op' = {entry['use_op']} but the segment ends at op {st.seg_use[s]}")
         name = entry.get("kind")
-        if name not in _KINDS:
-            raise ValueError(f"{where}: field 'kind' = {name!r} must be 'slow', 'fast' or 'prefetch'")
+        if type(name) is not str or name not in _KINDS:
+            raise ValueError(f"{where}: field 'kind' = {clip(name)} must be 'slow', 'fast' or 'prefetch'"
+                             f"{nearest_hint(name, _KINDS)}")
         kind[s] = _KINDS[name]
+        for key, kinds in (("offset", ("fast", "prefetch")), ("prefetch_after", ("prefetch",))):
+            if name not in kinds and key in entry:
+                raise ValueError(f"{where}: field {key!r} is for kind {' or '.join(map(repr, kinds))}, not {name!r}")
         if kind[s] != v1.SLOW:
-            off[s] = _int_field(entry, "offset", where)
-        if kind[s] == v1.PREFETCH_SEG:
-            pstart[s] = _int_field(entry, "prefetch_after", where)
+            off[s] = _int_field(entry, "offset", where, 0, MAX_BYTES)
+        if kind[s] == v1.PREFETCH_SEG:  # -1: issued before op 0 (docs/game-v1.md)
+            pstart[s] = _int_field(entry, "prefetch_after", where, -1, n_ops - 1)
     ev_done = np.full(n_buffers, -1, np.int64)
     for i, entry in enumerate(mapping.get("evictions", [])):
         where = f"v1 mapping: eviction {i}"
+        entry = _entry(entry, where, _EVICTION_KEYS)
         b = _buffer_of(entry, where, n_buffers)
         if ev_done[b] >= 0:
             raise ValueError(f"{where}: buffer {b} is evicted twice (a value is evicted at most once)")
-        ev_done[b] = _int_field(entry, "done_before", where)
+        ev_done[b] = _int_field(entry, "done_before", where, 0, n_ops)  # never -1, the "none" of ev_done
     return kind, off, pstart, ev_done
 
 
@@ -191,6 +199,11 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
                          "(it is not produced in fast memory, or nothing reads it from slow memory later)")
     if needed >= 0:
         last_fast = int(st.seg_use[j - 1])
+        if needed <= last_fast and j < last and kind[j] == v1.PREFETCH_SEG:
+            raise ValueError(f"{label}, segment {j - first} (use at op {int(st.seg_use[j])}): prefetch after op "
+                             f"{needed} is issued while the value is still in fast memory (its last fast use is op "
+                             f"{last_fast}); issue it after op {last_fast} once the value is evicted, or keep the "
+                             "segment 'fast' at its offset")
         if e < 0:
             what = "the end of the program (an output)" if needed == n_ops else f"op {needed}"
             raise ValueError(f"{label}: produced in fast memory and needed in slow memory by {what}, but it has "
@@ -230,6 +243,9 @@ def _check_buffer(workload: Workload, st: v1.Static1, b: int, kind, off, pstart,
             while j > first and kind[j - 1] == v1.SLOW:
                 j -= 1
             lo = max(int(st.seg_prev[j]), slow_from)
+            if lo > u - 1:
+                raise ValueError(f"{where}: no prefetch can be issued for this use: a slow copy of the value exists "
+                                 f"only from op {lo} on (after its definition or eviction), after the use at op {u}")
             if not lo <= p <= u - 1:
                 raise ValueError(f"{where}: prefetch after op {p} must lie in [{lo}, {u - 1}] (after a slow copy "
                                  "exists and the value last left fast memory, before the use)")

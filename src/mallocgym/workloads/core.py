@@ -144,6 +144,9 @@ class Workload:
                 raise ValueError(f"{where}: outputs[{i}] = buffer {b} ends at op {int(self.end[b])}, but an output "
                                  f"must be live at the last op ({last})")
             out.append(b)
+        if not out:
+            raise ValueError(f"{where}: field 'outputs' is empty, but a program has at least one output (XLA's "
+                             "root value); leave the field out to make every buffer live at the last op an output")
         if len(set(out)) != len(out):
             raise ValueError(f"{where}: field 'outputs' lists a buffer twice")
         return tuple(sorted(out))

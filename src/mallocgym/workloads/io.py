@@ -18,8 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from .._files import atomic_write
-from .._validate import MAX_BYTES
+from .._validate import (MAX_BYTES, check_header, check_keys, clip, field_int, field_list, field_numbers,
+                         field_str, parse_json, read_json, check_regular_file)
 from .core import Workload
+
+
+def one_line(exc) -> str:
+    return " ".join(str(exc).split())[:500]
 
 __all__ = ["load", "save", "load_json", "save_json", "load_npz", "save_npz", "load_minimalloc"]
 
@@ -34,8 +39,7 @@ def load(path: str | os.PathLike) -> Workload:
     readers = {".json": load_json, ".npz": load_npz, ".csv": load_minimalloc}
     if suffix not in readers:
         raise ValueError(f"{path}: unknown workload file type {suffix!r} (expected .json, .npz or .csv)")
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+    check_regular_file(path, what="workload file")
     return readers[suffix](path)
 
 
@@ -53,9 +57,13 @@ def save(workload: Workload, path: str | os.PathLike) -> Path:
 
 
 def _wrap(path: Path, build):
-    """Run ``build()``; prefix a ValueError from validation with the file name."""
+    """Run ``build()``; prefix a ValueError from validation with the file name. The reader
+    boundary: a ``TypeError``, ``OverflowError`` or ``RecursionError`` that bad content raises
+    further down becomes a ``ValueError`` too."""
     try:
         return build()
+    except (TypeError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"{path}: {one_line(exc)}") from None
     except ValueError as exc:
         message = str(exc)
         if message.startswith(str(path)):
@@ -86,70 +94,69 @@ def workload_to_dict(workload: Workload) -> dict:
     return doc
 
 
+_TOP_KEYS = ("format", "version", "name", "flops", "transcendentals", "op_names", "default_capacity", "outputs",
+             "buffers")
+_BUFFER_KEYS = ("name", "size", "start", "end", "accesses")
+
+
 def workload_from_dict(doc: dict, where: str = "workload") -> Workload:
-    """Inverse of :func:`workload_to_dict`, with errors naming ``where`` and the field."""
-    if not isinstance(doc, dict):
-        raise ValueError(f"{where}: expected a JSON object at the top level")
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"{where}: field 'format' must be {FORMAT!r}, got {doc.get('format')!r}")
-    if doc.get("version") != VERSION:
-        raise ValueError(f"{where}: unsupported version {doc.get('version')!r} (this mallocgym reads {VERSION})")
+    """Inverse of :func:`workload_to_dict`, with errors naming ``where`` and the field.
+
+    Strict (docs/file_format.md, "Strict reading"): unknown fields, a wrong JSON type and an
+    integer outside its bounds are each one ``ValueError``."""
+    check_header(doc, where, FORMAT, VERSION)
+    check_keys(doc, _TOP_KEYS, where)
     for key in ("name", "flops", "buffers"):
         if key not in doc:
             raise ValueError(f"{where}: missing field {key!r}")
-    flops = _number_list(doc["flops"], where, "flops")
-    trans = _number_list(doc["transcendentals"], where, "transcendentals") if "transcendentals" in doc else None
-    if not isinstance(doc["buffers"], list):
-        raise ValueError(f"{where}: field 'buffers' must be a list")
+    name = field_str(doc["name"], where, "name")
+    flops = field_numbers(doc["flops"], where, "flops")
+    trans = field_numbers(doc["transcendentals"], where, "transcendentals") if "transcendentals" in doc else None
+    op_names = tuple(field_str(v, f"{where}: op {i}", "op_names")
+                     for i, v in enumerate(field_list(doc.get("op_names", []), where, "op_names", "strings")))
+    capacity = (field_int(doc["default_capacity"], where, "default_capacity", low=1, high=MAX_BYTES)
+                if "default_capacity" in doc else None)
+    outputs = None
+    if "outputs" in doc:
+        outputs = [field_int(v, f"{where}: outputs[{i}]", "outputs", low=0, high=MAX_BYTES)
+                   for i, v in enumerate(field_list(doc["outputs"], where, "outputs", "buffer indices"))]
+    buffers = field_list(doc["buffers"], where, "buffers", "objects")
     names, size, start, end, accesses = [], [], [], [], []
-    for b, entry in enumerate(doc["buffers"]):
+    for b, entry in enumerate(buffers):
         here = f"{where}: buffer {b}"
         if not isinstance(entry, dict):
-            raise ValueError(f"{here}: expected an object")
+            raise ValueError(f"{here}: expected an object, got {clip(entry)}")
+        check_keys(entry, _BUFFER_KEYS, here)
         for key in ("size", "start", "end"):
             if key not in entry:
                 raise ValueError(f"{here}: missing field {key!r}")
-            if not _is_int(entry[key]):
-                raise ValueError(f"{here}: field {key!r} = {entry[key]!r} is not an integer")
-        size.append(entry["size"])
-        start.append(entry["start"])
-        end.append(entry["end"])
-        names.append(str(entry.get("name", b)))
-        raw = entry.get("accesses")
-        if raw is None:
-            accesses.append([(entry["start"], entry["size"], True), (entry["end"], entry["size"], False)])
+        size.append(field_int(entry["size"], here, "size", low=1, high=MAX_BYTES))
+        start.append(field_int(entry["start"], here, "start", low=0, high=MAX_BYTES))
+        end.append(field_int(entry["end"], here, "end", low=0, high=MAX_BYTES))
+        names.append(field_str(entry["name"], here, "name") if "name" in entry else str(b))
+        if "accesses" not in entry:
+            accesses.append([(start[-1], size[-1], True), (end[-1], size[-1], False)])
             continue
-        if not isinstance(raw, list):
-            raise ValueError(f"{here}: field 'accesses' must be a list")
         parsed = []
-        for i, acc in enumerate(raw):
-            if (not isinstance(acc, list) or len(acc) != 3 or not _is_int(acc[0]) or not _is_int(acc[1])
-                    or acc[2] not in ("r", "w")):
-                raise ValueError(f"{here}: access {i} = {acc!r} must be [op, bytes, \"r\"|\"w\"]")
-            parsed.append((acc[0], acc[1], acc[2] == "w"))
+        for i, acc in enumerate(field_list(entry["accesses"], here, "accesses", "[op, bytes, \"r\"|\"w\"]")):
+            at = f"{here}: access {i}"
+            if not isinstance(acc, list) or len(acc) != 3 or acc[2] not in ("r", "w") or type(acc[2]) is not str:
+                raise ValueError(f"{at}: field 'accesses' = {clip(acc)} must be [op, bytes, \"r\"|\"w\"]")
+            parsed.append((field_int(acc[0], at, "op", low=0, high=MAX_BYTES),
+                           field_int(acc[1], at, "bytes", low=0, high=MAX_BYTES), acc[2] == "w"))
         accesses.append(parsed)
-    has_names = any("name" in e for e in doc["buffers"])
-    return Workload.from_buffers(
-        doc["name"], flops, size, start, end, accesses,
-        transcendentals=trans,
-        buffer_names=tuple(names) if has_names else (),
-        op_names=tuple(doc.get("op_names", ())),
-        default_capacity=doc.get("default_capacity"),
-        outputs=doc.get("outputs"),
-    )
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number_list(value, where: str, key: str) -> list:
-    if not isinstance(value, list):
-        raise ValueError(f"{where}: field {key!r} must be a list of numbers")
-    for i, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where}: op {i}: field {key!r} = {v!r} is not a number")
-    return value
+    has_names = any("name" in e for e in buffers)
+    try:
+        return Workload.from_buffers(
+            name, flops, size, start, end, accesses,
+            transcendentals=trans,
+            buffer_names=tuple(names) if has_names else (),
+            op_names=op_names,
+            default_capacity=capacity,
+            outputs=outputs,
+        )
+    except (TypeError, OverflowError, RecursionError) as exc:  # the reader boundary: bad input is a ValueError
+        raise ValueError(f"{where}: {one_line(exc)}") from None
 
 
 def save_json(workload: Workload, path: str | os.PathLike) -> None:
@@ -160,13 +167,7 @@ def save_json(workload: Workload, path: str | os.PathLike) -> None:
 
 def load_json(path: str | os.PathLike) -> Workload:
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    doc = read_json(path, what="workload file")
     return _wrap(path, lambda: workload_from_dict(doc, str(path)))
 
 
@@ -206,12 +207,8 @@ def load_npz(path: str | os.PathLike) -> Workload:
             missing = [k for k in ("meta",) + _NPZ_ARRAYS if k not in data.files]
             if missing:
                 raise ValueError(f"{path}: missing array {missing[0]!r}")
-            meta = json.loads(str(data["meta"]))
+            meta = parse_json(str(data["meta"]), f"{path}: array 'meta'")
             arrays = {key: data[key] for key in _NPZ_ARRAYS}
-            if not isinstance(meta, dict):
-                raise ValueError(f"{path}: array 'meta' must hold a JSON object")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: array 'meta' is not valid JSON ({exc.msg})") from None
     except ValueError as exc:
         if str(exc).startswith(str(path)):
             raise
@@ -220,16 +217,32 @@ def load_npz(path: str | os.PathLike) -> Workload:
         raise ValueError(f"{path}: not a readable mallocgym NPZ file ({exc})") from None
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, json errors ...
         raise ValueError(f"{path}: not a readable mallocgym NPZ file ({type(exc).__name__}: {exc})") from None
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise ValueError(f"{path}: not a mallocgym workload NPZ (format {meta.get('format')!r}, version {meta.get('version')!r})")
-    return _wrap(path, lambda: Workload(
-        meta["name"], buffer_names=tuple(meta.get("buffer_names", ())), op_names=tuple(meta.get("op_names", ())),
-        default_capacity=meta.get("default_capacity"), outputs=meta.get("outputs"), **arrays))
+    where = f"{path}: array 'meta'"
+    check_header(meta, where, FORMAT, VERSION)
+    check_keys(meta, _META_KEYS, where)
+    if "name" not in meta:
+        raise ValueError(f"{where}: missing field 'name'")
+    name = field_str(meta["name"], where, "name")
+    strings = {key: tuple(field_str(v, f"{where}: {key}[{i}]", key)
+                          for i, v in enumerate(field_list(meta.get(key, []), where, key, "strings")))
+               for key in ("buffer_names", "op_names")}
+    capacity = meta.get("default_capacity")  # the writer stores null for none
+    if capacity is not None:
+        capacity = field_int(capacity, where, "default_capacity", low=1, high=MAX_BYTES)
+    outputs = None
+    if "outputs" in meta:
+        outputs = [field_int(v, f"{where}: outputs[{i}]", "outputs", low=0, high=MAX_BYTES)
+                   for i, v in enumerate(field_list(meta["outputs"], where, "outputs", "buffer indices"))]
+    return _wrap(path, lambda: Workload(name, default_capacity=capacity, outputs=outputs, **strings, **arrays))
+
+
+_META_KEYS = ("format", "version", "name", "buffer_names", "op_names", "default_capacity", "outputs")
 
 
 # ------------------------------------------------------------------------------ MiniMalloc CSV
 _CAPACITY_IN_NAME = re.compile(r"\.(\d+)\.csv$", re.IGNORECASE)
 MINIMALLOC_COLUMNS = ("id", "lower", "upper", "size")
+_CSV_INT = re.compile(r"[-+]?[0-9]+")
 
 
 def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
@@ -263,12 +276,11 @@ def read_minimalloc_rows(path: str | os.PathLike) -> tuple[list[dict], bool]:
             if name == "id":
                 continue
             raw = fields[col].strip()
-            try:
-                row[name] = int(raw)
-            except ValueError:
-                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw!r} is not an integer") from None
+            if not _CSV_INT.fullmatch(raw):  # int() would also take '1_000' and ' ١٢ '
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {clip(raw)} is not an integer")
+            row[name] = int(raw) if len(raw) <= 30 else MAX_BYTES + 1  # no 4300-digit conversions
             if abs(row[name]) > MAX_BYTES:
-                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw} must be at most {MAX_BYTES} "
+                raise ValueError(f"{path}: line {line_no}: field {name!r} = {raw if len(raw) <= 30 else clip(raw)} must be at most {MAX_BYTES} "
                                  "in magnitude")
         if row["id"] in seen:
             raise ValueError(f"{path}: line {line_no}: field 'id' = {row['id']!r} is repeated")

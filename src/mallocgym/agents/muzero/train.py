@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -28,7 +29,9 @@ import numpy as np
 import torch
 
 from ..._files import atomic_write
+from ..._interrupt import graceful_stop, refuse_other_run, truncate_jsonl
 from ..._progress import Progress
+from ..._validate import read_json
 from ...scenarios import Scenario, resolve, suite
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .config import MuZeroConfig
@@ -100,12 +103,17 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder")
     payload = None
-    if resume:
+    if not resume:  # a fresh run never appends to another run's log
+        refuse_other_run(out, [checkpoint_path(out), out / "log.jsonl"])
+    else:
         try:  # before anything is written: a bad --out stays as it was
             payload = load_checkpoint(out)
         except ValueError as exc:  # torch's messages span lines; the CLI prints one
             raise ValueError(one_line(str(exc))) from None
         config = payload["config"]
+        # the log goes back to the checkpoint: lines written after it (a killed run) are dropped
+        saved = float(payload["progress"].get("elapsed_s", 0.0)) + 0.01
+        truncate_jsonl(out / "log.jsonl", lambda r: float(r.get("elapsed_s", 0.0)) <= saved)
     t = config.train
     if config.network.version >= 2:
         return _train_expert(config, payload, scenarios=scenarios, out=out, minutes=minutes, seed=seed,
@@ -162,10 +170,10 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     recent: deque = deque(maxlen=200)
     losses: list[dict] = []
     last_losses: list[dict] = []
-    with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
         while True:
             now = time.perf_counter()
-            if now - begin >= budget:
+            if now - begin >= budget or stop:  # Ctrl-C/SIGTERM: checkpoint as at the end
                 break
             for record, episode in selfplay.step(model):
                 z = nstep_returns(record.rewards, record.values, t.td_steps, config.search.discount)
@@ -202,6 +210,8 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         bar.update("done", done=round(budget))
     summary = _summary(counters, counters["elapsed_s"], replay, recent, losses or last_losses)
     summary["checkpoint"] = str(checkpoint_path(out))
+    if stop:
+        summary["interrupted"] = True
     log.write({"event": "end", **summary})
     return summary
 
@@ -304,8 +314,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     owed = 0.0
     losses: list[dict] = []
     games: deque = deque(maxlen=50)
-    with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
-        while time.perf_counter() - begin < budget:
+    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+        while time.perf_counter() - begin < budget and not stop:  # Ctrl-C/SIGTERM: checkpoint as at the end
             records, held, game = actor.step()
             if game is not None and game.trajectory is not None:
                 if trajectories is not None and not held:
@@ -348,6 +358,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
         bar.update("done", done=round(budget))
     summary = record(counters["elapsed_s"], losses, list(games))
     summary["checkpoint"] = str(checkpoint_path(out))
+    if stop:
+        summary["interrupted"] = True
     log.write({"event": "end", **summary})
     return summary
 
@@ -413,14 +425,14 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"--minutes must be > 0 and finite, got {args.minutes}")
     if not 0 <= args.seed <= MAX_SEED:
         raise ValueError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
-    if not args.resume and checkpoint_path(args.out).is_file():
-        raise ValueError(f"{args.out} already holds a run; pass --resume to continue it or choose another --out")
+    if not args.resume:
+        refuse_other_run(Path(args.out), [checkpoint_path(args.out), Path(args.out) / "log.jsonl"])
     config = MuZeroConfig()
     if args.config:
         path = Path(args.config)
         try:
-            config = MuZeroConfig.from_dict(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError, ValueError) as exc:
+            config = MuZeroConfig.from_dict(read_json(path, what="config file"))
+        except (TypeError, OverflowError, ValueError) as exc:
             raise ValueError(f"{path}: bad config: {exc}") from None
     if any(a.partition("=")[0].strip() == "env.game" for a in args.set):
         raise ValueError("the game is chosen with --env v0|v1, not --set env.game")
@@ -448,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
                         resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
     print(json.dumps(summary, indent=1, sort_keys=True))
+    if summary.get("interrupted"):
+        print(f"mallocgym: interrupted; checkpoint saved in {args.out} (continue with --resume)", file=sys.stderr)
+        return 130
     return 0
 
 

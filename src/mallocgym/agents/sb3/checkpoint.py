@@ -15,6 +15,7 @@ from typing import Any
 import torch as th
 
 from ..._files import atomic_write
+from ..._validate import read_json
 from .config import AlgoConfig, DQNConfig, config_from_dict
 
 __all__ = ["MODEL_FILE", "LATEST_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint", "load_checkpoint",
@@ -100,14 +101,18 @@ def read_meta(path: str | os.PathLike) -> tuple[dict[str, Any], AlgoConfig]:
     if not meta_path.is_file():
         raise ValueError(f"{meta_path}: missing (a run directory holds {MODEL_FILE} and {META_FILE})")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = read_json(meta_path, what="run file")
+    except ValueError as exc:
+        detail = str(exc).removeprefix(str(meta_path)).lstrip(":0123456789 ")
+        raise ValueError(f"{meta_path}: not a valid {META_FILE} ({detail})") from None
+    try:
         algo = meta["algo"]
         config = config_from_dict(algo, meta["config"], where=str(meta_path))
     except ValueError as exc:
         if str(meta_path) in str(exc):
             raise
         raise ValueError(f"{meta_path}: not a valid {META_FILE} ({exc})") from None
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise ValueError(f"{meta_path}: not a valid {META_FILE} (missing or bad field {exc})") from None
     return meta, config
 

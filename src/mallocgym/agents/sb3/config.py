@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from ..._validate import MAX_CANDIDATES
 from ...env import INVALID_ACTION_MODES
 from ...sim import ORDERS
 
@@ -89,6 +90,10 @@ class EnvConfig:
 
     def __post_init__(self):
         _integers(self, "n_candidates", "n_next")
+        for name in ("n_candidates", "n_next"):
+            if getattr(self, name) > MAX_CANDIDATES:
+                raise ValueError(f"EnvConfig.{name} must be <= {MAX_CANDIDATES} (the env's own bound), "
+                                 f"got {getattr(self, name)}")
         if self.version not in VERSIONS:
             raise ValueError(f"EnvConfig.version must be one of {VERSIONS}, got {self.version!r}")
         if self.n_starts is not None:

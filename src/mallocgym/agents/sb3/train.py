@@ -37,6 +37,7 @@ end. ``--resume`` appends to the run's file (``time/iterations`` counts from 1 a
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import platform
 import shlex
@@ -52,6 +53,7 @@ from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import LinearSchedule
 
+from ..._interrupt import refuse_other_run, terminate_as_interrupt
 from ..._progress import Progress
 from ...scenarios import resolve, suite
 from .checkpoint import LATEST_FILE, MODEL_FILE, build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
@@ -496,8 +498,7 @@ def _config(args, out: Path):
             raise ValueError("--resume keeps the run's hyperparameters; --set is only for new runs "
                              "(--n-envs and --vec may change)")
     else:
-        if model_path.exists() or meta_path.exists():
-            raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        refuse_other_run(out, [model_path, meta_path, out / LATEST_FILE, out / "logs"])
         config = default_config(args.algo, args.env or "v0", canonical=_asks_canonical(args.set))
     for assignment in args.set:
         config = override(config, assignment)
@@ -625,6 +626,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if step_limit <= start_steps:
         venv.close()
         raise ValueError(f"{out} already has {start_steps} steps, at or beyond --steps {args.steps}")
+    if args.resume:  # rows logged after the checkpoint (a killed run) go: the steps never go backwards
+        truncate_logs(out / "logs", start_steps)
     # Nothing is written into OUT before this point: a refused request leaves no folder behind.
     logger = _make_logger(out / "logs", args.tensorboard)
     model.set_logger(logger)
@@ -714,12 +717,43 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def truncate_logs(folder: Path, steps: int) -> None:
+    """Drop the rows of ``progress.csv``, ``eval.csv`` and ``eval_scenarios.csv`` logged after
+    step ``steps`` (the checkpoint a resumed run continues), each file rewritten atomically."""
+    from ..._files import atomic_write
+
+    for name, column in (("progress.csv", "time/total_timesteps"), (EVAL_FILE, "steps"),
+                         (EVAL_SCENARIOS_FILE, "steps")):
+        path = folder / name
+        if not path.is_file():
+            continue
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle))
+        if not rows or column not in rows[0]:
+            continue
+        col = rows[0].index(column)
+
+        def kept(row) -> bool:
+            try:
+                return float(row[col]) <= steps
+            except (IndexError, ValueError):
+                return False
+
+        body = [row for row in rows[1:] if kept(row)]
+        if len(body) == len(rows) - 1:
+            continue
+        with atomic_write(path, "w") as handle:
+            csv.writer(handle, lineterminator="\n").writerows([rows[0]] + body)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``mallocgym train sb3 ...`` (``argv``: the arguments after ``sb3``)."""
+    """Entry point of ``mallocgym train sb3 ...`` (``argv``: the arguments after ``sb3``).
+    SIGTERM stops it as Ctrl-C does: with a checkpoint."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    train(args)
+    with terminate_as_interrupt():
+        train(args)
     return 0
 
 

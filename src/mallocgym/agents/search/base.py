@@ -12,6 +12,9 @@ import math
 import time
 from dataclasses import dataclass
 
+
+from ..._validate import MAX_CANDIDATES
+
 __all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "pace_allowance", "UCT", "SEARCH_ORDERS", "V1_COMPLETIONS"]
 
 # ---------------------------------------------------------------------------------- configs
@@ -28,8 +31,8 @@ def _check_common(cfg) -> None:
         raise ValueError(f"order must be one of {', '.join(SEARCH_ORDERS)}, got {cfg.order!r}")
     if cfg.completion not in V1_COMPLETIONS:
         raise ValueError(f"completion must be one of {', '.join(V1_COMPLETIONS)}, got {cfg.completion!r}")
-    if cfg.n_candidates < 1:
-        raise ValueError(f"n_candidates must be >= 1, got {cfg.n_candidates}")
+    if not 1 <= cfg.n_candidates <= MAX_CANDIDATES:
+        raise ValueError(f"n_candidates must be in [1, {MAX_CANDIDATES}] (the env's own bound), got {cfg.n_candidates}")
     if cfg.time_limit is not None and not cfg.time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds or None, got {cfg.time_limit}")
 
