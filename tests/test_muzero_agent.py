@@ -173,7 +173,7 @@ def test_removed_config_fields_are_refused_and_old_checkpoints_still_load():
 
     assert set(REMOVED_FIELDS) == {"search.departure_margin", "search.ensemble", "simulator.pace",
                                    "simulator.pace_by", "simulator.width", "simulator.tree", "simulator.then",
-                                   "simulator.then_share"}
+                                   "simulator.then_share", "simulator.keep_xla"}
     for field, (recorded, _) in REMOVED_FIELDS.items():
         part, name = field.split(".")
         with pytest.raises(ValueError, match=f"config override '{field}=.*': the field was removed"):

@@ -283,8 +283,8 @@ def test_bad_budgets_and_settings_are_refused(trap_scenario):
     assert agent.budget_s is None
     with pytest.raises(ValueError, match="num_simulations must be >= 1"):
         MuZeroAgent(net, SMALL, mode="simulator", num_simulations=0)
-    with pytest.raises(ValueError, match="keep_xla must be true"):
-        SimulatorConfig(keep_xla=False)
+    with pytest.raises(ValueError, match="simulator.keep_xla=false': the field was removed"):
+        SMALL.with_overrides(["simulator.keep_xla=false"])
     with pytest.raises(ValueError, match="prior_temperature"):
         SimulatorConfig(prior_temperature=float("inf"))
     with pytest.raises(ValueError, match="max_logit_lead"):

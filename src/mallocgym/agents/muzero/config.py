@@ -228,10 +228,6 @@ class SimulatorConfig:
       value_mix: a new position's value is ``(1 - value_mix) * network estimate + value_mix *
         exact return of finishing the episode with XLA-like`` (0: the network alone; 1: exact
         values alone).
-      keep_xla: must stay true (kept so that older checkpoints load): the search returns the
-        best completion it has seen, XLA-like's own among them, so the mode is never worse than
-        XLA-like by construction (the solution's ``info["kept_xla"]`` says when nothing better
-        was found).
       c_visit, c_scale: the selection's Q bonus ``sigma(q) = (c_visit + max_b N(b)) * c_scale *
         qn`` (``qn``: the children's Q-values min-max normalised within the node, ``N``:
         simulations through each child). Smaller is more exploratory. The simulator search has
@@ -258,7 +254,6 @@ class SimulatorConfig:
 
     num_simulations: int = 8
     value_mix: float = 1.0
-    keep_xla: bool = True
     c_visit: float = 5.0
     c_scale: float = 0.1
     prior_temperature: float = 1.0
@@ -273,9 +268,6 @@ class SimulatorConfig:
                              f"{self.gate!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
         _unit("simulator", value_mix=self.value_mix)
-        if not self.keep_xla:
-            raise ValueError("simulator.keep_xla must be true: the simulator search returns the best "
-                             "completion it has seen, XLA-like's own among them")
         if not (math.isfinite(self.prior_temperature) and self.prior_temperature > 0):
             raise ValueError(f"simulator.prior_temperature must be a finite number > 0, got {self.prior_temperature!r}")
         if not (math.isfinite(self.max_logit_lead) and self.max_logit_lead >= 0):
@@ -563,4 +555,6 @@ REMOVED_FIELDS = {
     "simulator.tree": ("gumbel", "the simulator search is the Gumbel tree; the UCT tree is the mcts agent"),
     "simulator.then": ("none", "one search per game"),
     "simulator.then_share": (0.5, "removed with simulator.then"),
+    "simulator.keep_xla": (True, "the simulator search always returns the best completion it has seen, "
+                                 "XLA-like's own among them"),
 }

@@ -325,7 +325,7 @@ class ExpertLearner(Learner):
         """One update on a batch of ``train.batch_size`` positions; returns the loss parts.
         With ``train.dynamics_weight > 0`` and a non-empty ``trajectories``, the update adds
         that weight x :func:`dynamics_loss` on ``batch_size`` trajectory positions drawn
-        uniformly (without, e.g. in per-program finetuning, the dynamics are not updated)."""
+        uniformly (without, the dynamics are not updated)."""
         t = self.config.train
         self.net.train()
         total, parts = expert_loss(self.net, replay.batch(replay.sample(t.batch_size, self.rng)), self.config)

@@ -48,7 +48,7 @@ network.
   position's value is its exact XLA-like completion plus the network's predicted residual (the
   time the best completion below it saves, in ``network.residual_scale`` units), and with
   ``harvest=True`` every expanded position with a choice becomes a training record
-  (:meth:`SimulatorSearch.harvest`, :func:`expert_targets`) once the game leaves its subtree.
+  (:meth:`SimulatorSearch.harvest`, :func:`~.labels.expert_targets`) once the game leaves its subtree.
 - **The gate** (``simulator.gate >= 0``, version 2; issue 18, step 4: search where it pays):
   before an unexpanded root is searched, the network's predicted gain there
   (:func:`~.labels.predicted_gain`: its best predicted advantage over XLA-like's move) is read
