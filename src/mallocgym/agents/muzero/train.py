@@ -16,6 +16,7 @@ leaves nothing behind; the command refuses a ``DIR`` that holds a run unless ``-
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from collections import deque
