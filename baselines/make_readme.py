@@ -4,7 +4,9 @@
     python baselines/make_readme.py --check    # exit 1 if README.md is not up to date
 
 Each entry is a folder holding ``command.txt`` (the exact command that produced it) and the
-``results.{md,csv,json}`` that ``mallocgym bench --out`` wrote. Rows are grouped by the suite
+``results.{md,csv,json}`` that ``mallocgym bench --out`` wrote. An agent whose mode was removed
+leaves the tables: the folder's ``retired.json`` (``{"agent": "why"}``) names it, and the page
+lists it with that line; its rows stay in the folder's results as history. Rows are grouped by the suite
 their scenario belongs to (whatever folder they sit in), so any new entry, whatever its layout,
 shows up in the right tables.
 """
@@ -31,8 +33,25 @@ SUITE_TITLES = {"default": "Bundled suite (real XLA programs)", "minimalloc": "M
                 "synthetic": "Synthetic MLP training steps"}
 
 
+def retired(root: Path = HERE) -> dict[tuple[str, str], str]:
+    """``(entry folder, agent) -> why`` from every ``retired.json`` under ``root``."""
+    out = {}
+    for path in sorted(root.rglob("retired.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        if not (isinstance(data, dict) and all(isinstance(v, str) for v in data.values())):
+            raise ValueError(f"{path}: expected an object of agent -> reason")
+        for agent, why in data.items():
+            out[(path.parent.relative_to(root).as_posix(), agent)] = why
+    return out
+
+
 def load_entries(root: Path = HERE) -> list[dict]:
-    """Every result row under ``root``, with ``entry`` (its folder, relative) and ``command``."""
+    """Every result row under ``root``, with ``entry`` (its folder, relative) and ``command``;
+    rows of retired agents (:func:`retired`) are left out."""
+    gone = retired(root)
     rows = []
     for path in sorted(root.rglob("results.json")):
         folder = path.parent
@@ -47,7 +66,9 @@ def load_entries(root: Path = HERE) -> list[dict]:
             for key in ("scenario", "agent", "speedup", "placed_bytes_fraction", "wall_s"):
                 if key not in row:
                     raise ValueError(f"{path}: result {i}: missing field {key!r}")
-            rows.append({**row, "entry": folder.relative_to(root).as_posix(), "command": command})
+            entry = folder.relative_to(root).as_posix()
+            if (entry, row["agent"]) not in gone:
+                rows.append({**row, "entry": entry, "command": command})
     return rows
 
 
@@ -159,9 +180,10 @@ def headroom(scenarios, agents, by) -> list[str]:
     return lines
 
 
-def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[str] = ()) -> tuple[str, str]:
+def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[str] = (),
+           gone: dict[tuple[str, str], str] | None = None) -> tuple[str, str]:
     """The README text, and the per-suite summary tables (for docs/baselines.md); ``budgets``:
-    :func:`training_budgets`' lines, listed under the tables."""
+    :func:`training_budgets`' lines, listed under the tables; ``gone``: :func:`retired`."""
     summaries: list[list[str]] = []
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:  # MallocGame-v1 results get their own tables: the same names, another game
@@ -249,6 +271,11 @@ def render(rows: list[dict], where: dict[str, tuple[str, str]], budgets: list[st
                  "each entry's README has the details)", ""] + list(budgets) + [""]
         out += ["## Training budgets", ""] + [line.replace(PREFIX, "") for line in block[2:]]
         summaries.append(block)
+    if gone:
+        out += ["## Retired agents", "", "Their modes were removed; their rows stay in their entry's results, "
+                "as history.", ""]
+        out += [f"- `{agent}` ([`{entry}`]({entry}/)): {why}" for (entry, agent), why in sorted(gone.items())]
+        out.append("")
     out += ["## Entries and their commands", ""]
     seen = {}
     for r in rows:
@@ -267,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.root)
     try:
-        text, summary = render(load_entries(root), suite_of(), training_budgets(root))
+        text, summary = render(load_entries(root), suite_of(), training_budgets(root), retired(root))
     except ValueError as exc:
         print(f"make_readme: error: {exc}", file=sys.stderr)
         return 2

@@ -30,9 +30,9 @@ def test_atomic_write_leaves_the_old_file_on_error(tmp_path):
 
 def test_training_log_lines_are_whole_and_on_disk_at_once(tmp_path):
     pytest.importorskip("torch")
-    from mallocgym.agents.muzero.train import _Log
+    from mallocgym.agents.muzero.runlog import JsonLog
 
-    log = _Log(tmp_path / "log.jsonl")
+    log = JsonLog(tmp_path / "log.jsonl")
     log.write({"event": "start", "n": 1})
     assert (tmp_path / "log.jsonl").read_text() == '{"event": "start", "n": 1}\n'  # no close needed
     with pytest.raises(TypeError):

@@ -12,8 +12,7 @@ from mallocgym.agents import make_agent
 from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.checkpoint import load_network, save_checkpoint
 from mallocgym.agents.muzero.config import MuZeroConfig
-from mallocgym.agents.muzero.mcts import play, xla_move
-from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
+from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.pricing.v0 import evaluate
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import resolve
@@ -70,15 +69,26 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
     np.testing.assert_array_equal(first.offsets, again.offsets)
     assert first.info["searched_moves"] > 0
     evaluate(scenario.workload, again.offsets, scenario.hardware)   # a valid mapping
-    sim = make_agent(f"muzero-sim:{tmp_path},sims=4,lead=0.1,ptemp=2,mix=0.5,budget_s=30")
+    sim = make_agent(f"muzero-sim:{tmp_path},sims=4,budget_s=30")
     assert sim.num_simulations == 4 and sim.mode == "simulator" and sim.budget_s == 30.0
-    assert (sim.config.simulator.max_logit_lead, sim.config.simulator.prior_temperature,
-            sim.config.simulator.value_mix) == (0.1, 2.0, 0.5)
-    assert sim.name == "muzero-sim,sims=4,lead=0.1,ptemp=2,mix=0.5,budget_s=30"
-    # a departure margin no root Q difference can pass: the agent plays XLA-like's mapping
-    keep = make_agent(f"muzero:{tmp_path},keep=1e9")
-    assert keep.config.search.departure_margin == 1e9 and keep.name == "muzero,keep=1e9"
-    np.testing.assert_array_equal(keep.solve(scenario, seed=1).offsets, xla_like(scenario))
+    assert sim.name == "muzero-sim,sims=4,budget_s=30"
+
+
+def test_settings_come_from_the_checkpoint(tmp_path):
+    """Without options each mode plays the settings its checkpoint records."""
+    scenario = mlp_scenario(4)
+    recorded = SMALL.with_overrides(["simulator.max_logit_lead=0.1", "simulator.prior_temperature=2",
+                                     "simulator.value_mix=0.5", "simulator.num_simulations=3",
+                                     "search.eval_simulations=5", "search.min_q_span=1"])
+    save_checkpoint(tmp_path, net=fresh_net(scenario), config=recorded)
+    sim, learned = make_agent(f"muzero-sim:{tmp_path}"), make_agent(f"muzero:{tmp_path}")
+    assert sim.config == learned.config == recorded
+    assert (sim.num_simulations, learned.num_simulations) == (3, 5)
+    v2 = SMALL.with_overrides(["network.version=2", "simulator.policy_margin=2", "simulator.gate=0.5"])
+    save_checkpoint(tmp_path / "v2", net=fresh_net(scenario, v2), config=v2)
+    pol = make_agent(f"muzero-pol:{tmp_path / 'v2'}")
+    assert pol.config.simulator.policy_margin == 2.0 and pol.config.simulator.gate == 0.5
+    assert make_agent(f"muzero-pol:{tmp_path / 'v2'},margin=1").config.simulator.policy_margin == 1.0
 
 
 def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
@@ -105,31 +115,76 @@ def test_factory_rejects_bad_specs(tmp_path):
     save_checkpoint(tmp_path, net=fresh_net(mlp_scenario(4)), config=SMALL)
     with pytest.raises(ValueError, match="unknown option"):
         make_agent(f"muzero:{tmp_path},simulations=3")
+    with pytest.raises(ValueError, match=r"unknown option 'frame=wide' \(frame is one of return\|advantage\)"):
+        make_agent(f"muzero:{tmp_path},frame=wide")
     with pytest.raises(ValueError, match="unknown option"):
-        make_agent(f"muzero:{tmp_path},span=wide")
-    with pytest.raises(ValueError, match="unknown option"):
-        make_agent(f"muzero:{tmp_path},keep=x")
-    # options of the other mode are errors, not silently ignored
-    for option in ("span=1", "keep=1", "ens=mean"):
-        with pytest.raises(ValueError, match="applies to muzero only"):
-            make_agent(f"muzero-sim:{tmp_path},{option}")
-    for option in ("lead=0", "ptemp=2", "mix=1"):
+        make_agent(f"muzero-sim:{tmp_path},gate")
+    # options of another mode are errors, not silently ignored
+    with pytest.raises(ValueError, match="applies to muzero only"):
+        make_agent(f"muzero-sim:{tmp_path},frame=return")
+    for kind in ("muzero", "muzero-pol"):
         with pytest.raises(ValueError, match="applies to muzero-sim only"):
-            make_agent(f"muzero:{tmp_path},{option}")
+            make_agent(f"{kind}:{tmp_path},gate=0")
+    for kind in ("muzero", "muzero-sim"):
+        with pytest.raises(ValueError, match="applies to muzero-pol only"):
+            make_agent(f"{kind}:{tmp_path},margin=1")
+    with pytest.raises(ValueError, match="applies to muzero and muzero-sim only"):
+        make_agent(f"muzero-pol:{tmp_path},sims=2")
     for option in ("budget_s=0", "budget_s=-1", "budget_s=nan", "budget_s=inf"):
         with pytest.raises(ValueError, match="budget_s"):
             make_agent(f"muzero-sim:{tmp_path},{option}")
     with pytest.raises(ValueError, match="sims must be an integer"):
         make_agent(f"muzero-sim:{tmp_path},sims=0")
     with pytest.raises(ValueError, match="takes a number"):
-        make_agent(f"muzero-sim:{tmp_path},lead=big")
-    # a lead the Q bonus could not overrule, a temperature of 0, a mix outside [0, 1]
-    with pytest.raises(ValueError, match="max_logit_lead .* must be below"):
-        make_agent(f"muzero-sim:{tmp_path},lead=0.5")
-    with pytest.raises(ValueError, match="prior_temperature"):
-        make_agent(f"muzero-sim:{tmp_path},ptemp=0")
-    with pytest.raises(ValueError, match="value_mix"):
-        make_agent(f"muzero-sim:{tmp_path},mix=2")
+        make_agent(f"muzero-sim:{tmp_path},gate=big")
+    with pytest.raises(ValueError, match="gate must be finite"):
+        make_agent(f"muzero-sim:{tmp_path},gate=inf")
+
+
+# issue 31: the options issue 18 measured and did not choose are refused, each naming what to use
+REMOVED_OPTIONS = {
+    "muzero-sim:DIR,tree=uct": "tree=uct .* was removed: level with mcts at equal time; use muzero-sim:DIR or mcts",
+    "muzero-sim:DIR,then=uct,budget_s=9": "then= .* was removed: .* use muzero-sim:DIR,budget_s=S or mcts:pace=1",
+    "muzero-sim:DIR,share=0.5": "share= .* was removed with then=",
+    "muzero-sim:DIR,pace=1": "pace=1 was removed: .* mcts:simulations=1,pace=1,time_limit=S",
+    "muzero-sim:DIR,pace_by=length": "pace_by= was removed with pace=",
+    "muzero-sim:DIR,width=3": "width= .* was removed: .* use muzero-sim:DIR \\(every legal move\\)",
+    "muzero:DIR,ens=agree": "ensembles \\(muzero:A\\+B, ens=\\) were removed: play one checkpoint, muzero:DIR",
+    "muzero:A+B": "ensembles .* were removed",
+    "muzero:DIR,keep=1": "keep= .* was removed: .* use muzero-pol:DIR,margin=X",
+    "muzero:DIR,span=1": "span= was removed: the checkpoint's search.min_q_span applies",
+    "muzero-sim:DIR,mix=1": "mix= was removed: the checkpoint's simulator.value_mix applies",
+    "muzero-sim:DIR,lead=0": "lead= was removed: the checkpoint's simulator.max_logit_lead applies",
+    "muzero-sim:DIR,ptemp=2": "ptemp= was removed: the checkpoint's simulator.prior_temperature applies",
+    "muzero-sim:DIR,finetune=30": "finetune= .* was removed: it tied mcts at equal wall time; use muzero-sim",
+}
+
+
+def test_removed_options_are_refused_naming_the_replacement():
+    assert {spec.split(",")[1].split("=")[0] for spec in REMOVED_OPTIONS if "," in spec} == set(agent_module.REMOVED)
+    for spec, message in REMOVED_OPTIONS.items():
+        kind, arg = spec.split(":", 1)
+        with pytest.raises(ValueError, match=message):   # before any checkpoint is read
+            make_agent(f"{kind}:{arg}")
+
+
+def test_removed_config_fields_are_refused_and_old_checkpoints_still_load():
+    from mallocgym.agents.muzero.config import REMOVED_FIELDS
+
+    assert set(REMOVED_FIELDS) == {"search.departure_margin", "search.ensemble", "simulator.pace",
+                                   "simulator.pace_by", "simulator.width", "simulator.tree", "simulator.then",
+                                   "simulator.then_share", "simulator.keep_xla"}
+    for field, (recorded, _) in REMOVED_FIELDS.items():
+        part, name = field.split(".")
+        with pytest.raises(ValueError, match=f"config override '{field}=.*': the field was removed"):
+            SMALL.with_overrides([f"{field}=1"])
+        # a checkpoint written before issue 31 records the old default: it loads as it was
+        data = SMALL.to_dict()
+        data[part][name] = recorded
+        assert MuZeroConfig.from_dict(data) == SMALL
+        data[part][name] = "something else"
+        with pytest.raises(ValueError, match=f"config field {field} was removed"):
+            MuZeroConfig.from_dict(data)
 
 
 def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
@@ -142,8 +197,10 @@ def test_departures_score_the_moves_that_leave_xla_like(trap_scenario):
     assert found[0]["cost_percent"] == pytest.approx(100 * (0.68 / 0.86 - 1))
     hw = trap_scenario.hardware
     assert found[0]["size_fraction"] == trap_scenario.workload.size[0] / hw.fast_capacity
-    keep = MuZeroAgent(fresh_net(trap_scenario), SMALL.with_overrides(["search.departure_margin=1e9"]))
-    assert dep.departures(keep, trap_scenario)[0] == []      # plays XLA-like's every move
+    # a policy margin no predicted gain can pass: the policy plays XLA-like's every move
+    v2 = SMALL.with_overrides(["network.version=2", "simulator.policy_margin=1e9"])
+    keep = MuZeroAgent(fresh_net(trap_scenario, v2), v2, mode="policy")
+    assert dep.departures(keep, trap_scenario)[0] == []
 
 
 @pytest.fixture
@@ -154,50 +211,6 @@ def two_checkpoints(tmp_path):
     save_checkpoint(a, net=fresh_net(scenario, seed=3), config=SMALL)
     save_checkpoint(b, net=fresh_net(scenario, seed=4), config=SMALL)
     return scenario, a, b
-
-
-def test_ensemble_of_checkpoints(two_checkpoints):
-    scenario, a, b = two_checkpoints
-    single = make_agent(f"muzero:{a}").solve(scenario, seed=1)
-    # two copies of one network always agree: the ensemble plays the single agent's mapping
-    twice = make_agent(f"muzero:{a}+{a},ens=agree")
-    assert twice.name == "muzero-x2,ens=agree" and len(twice.nets) == 2
-    same = twice.solve(scenario, seed=1)
-    np.testing.assert_array_equal(same.offsets, single.offsets)
-    assert same.info["ensemble"] == {"members": 2, "rule": "agree"}
-    # two different networks: every move is XLA-like's or both members' own
-    pair = make_agent(f"muzero:{a}+{b},ens=agree")
-    moves = 0
-    for env, legal, action in pair.moves(scenario, seed=1):
-        if legal.sum() > 1:
-            own = [int(play(m, stack_obs([env.observation()]), config=pair.config.search,
-                            num_simulations=pair.num_simulations).action[0]) for m in pair.models]
-            assert action == (own[0] if own[0] == own[1] else xla_move(legal))
-            moves += 1
-    assert moves > 0
-    mean = make_agent(f"muzero:{a}+{b}")
-    assert mean.config.search.ensemble == "mean"
-    evaluate(scenario.workload, mean.solve(scenario, seed=1).offsets, scenario.hardware)   # a valid mapping
-
-
-def test_ensemble_specs_are_checked(tmp_path):
-    scenario = mlp_scenario(4)
-    a, b = tmp_path / "a", tmp_path / "b"
-    save_checkpoint(a, net=fresh_net(scenario), config=SMALL)
-    other_env = SMALL.with_overrides(["env.n_candidates=4"])
-    save_checkpoint(b, net=fresh_net(scenario, other_env), config=other_env)
-    with pytest.raises(ValueError, match="learned models only"):
-        make_agent(f"muzero-sim:{a}+{a}")
-    with pytest.raises(ValueError, match="another env config"):
-        make_agent(f"muzero:{a}+{b}")
-    with pytest.raises(ValueError, match="ens=agree, not ens=mean"):
-        make_agent(f"muzero:{a}+{a},keep=1")
-    with pytest.raises(ValueError, match="unknown option"):
-        make_agent(f"muzero:{a}+{a},ens=vote")
-    with pytest.raises(ValueError, match="no mallocMuZero checkpoint"):
-        make_agent(f"muzero:{a}+{tmp_path / 'missing'}")
-    with pytest.raises(ValueError, match="an empty checkpoint folder"):
-        make_agent(f"muzero:{a}+,ens=agree")
 
 
 def test_bench_keeps_agents_with_clashing_names_apart(two_checkpoints):
@@ -214,15 +227,15 @@ def test_bench_keeps_agents_with_clashing_names_apart(two_checkpoints):
         bench([scenario], ["xla", "xla"], progress=False)
 
 
-def test_the_published_entry_reproduces_its_leaderboard_mapping():
-    """The exported leaderboard ensemble (baselines/muzero) loads and plays exactly the mapping
-    its results.json records, on the test scenario it loses most on."""
+def test_the_published_checkpoints_load_and_play():
+    """The exported leaderboard checkpoint (baselines/muzero/checkpoint) plays a valid mapping
+    in both of its modes; the retired ensemble entry's spec is refused (issue 31)."""
     root = Path(__file__).resolve().parent.parent
+    scenario = resolve("strassen2-matmul@1/2")
+    for kind in ("muzero", "muzero-sim"):
+        solution = make_agent(f"{kind}:{root}/baselines/muzero/checkpoint").solve(scenario)
+        assert evaluate(scenario.workload, solution.offsets, scenario.hardware).speedup > 2.7
     rows = json.loads((root / "baselines/muzero/default-test/results.json").read_text())
-    published = next(r for r in rows if r["agent"] == "muzero-x2" and r["scenario"] == "unet-infer@1/2")
-    agent = make_agent(f"muzero:{root}/baselines/muzero/checkpoint+{root}/baselines/muzero/checkpoint-2")
-    scenario = resolve("unet-infer@1/2")
-    solution = agent.solve(scenario)
-    assert solution.offsets.tolist() == published["offsets"]
-    assert evaluate(scenario.workload, solution.offsets, scenario.hardware).speedup == pytest.approx(
-        published["speedup"], rel=1e-12)
+    assert any(r["agent"] == "muzero-x2" for r in rows)   # its numbers are kept, as history
+    with pytest.raises(ValueError, match="ensembles .* were removed"):
+        make_agent(f"muzero:{root}/baselines/muzero/checkpoint+{root}/baselines/muzero/checkpoint-2")

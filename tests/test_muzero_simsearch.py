@@ -146,81 +146,6 @@ def test_prior_zeroed_with_exact_values_never_calls_the_network(trap_scenario):
 
 
 # ------------------------------------------------------------------ the wall budget
-def test_pace_allowance_is_the_time_left_over_the_searched_moves_expected():
-    """Hand-worked: 6 s left (clock 4, deadline 10), 2 of the 4 moves so far searched, 43
-    buffers still to place: 43 x 2 / 4 = 21.5 searched moves expected, 6 / 21.5 s each."""
-    scenario = mlp_scenario(4, fraction=HALF)
-    clock = FakeClock()
-    config = SMALL.with_overrides(["simulator.pace=true"])
-    _, search = new_search(scenario, config, deadline=10.0, clock=clock)
-    assert search.n == 43 and int(search.root.state.counters[sim.STEP]) == 0
-    clock.now = 4.0
-    search.moves_made, search.searched_moves = 4, 2
-    assert search.allowance() == pytest.approx(6.0 / 21.5)
-    search.moves_made, search.searched_moves = 1, 0   # nothing searched yet: at least one move expected
-    assert search.allowance() == pytest.approx(6.0)
-    clock.now = 11.0                                 # past the deadline: no time
-    assert search.allowance() == 0.0
-
-
-@pytest.mark.parametrize("budget", [1.0, 2.0])
-def test_pace_spends_the_budget_that_fixed_simulations_leave(budget, monkeypatch):
-    """Each expansion takes 0.01 fake s. One simulation per move ends the game well inside the
-    budget; with pace the same search runs more simulations, uses the budget to within the
-    share of one move plus one expansion, and still returns a mapping no worse than XLA-like's."""
-    scenario = mlp_scenario(4, fraction=HALF)
-    step = 0.01
-    clock = FakeClock()
-    tick_per_expansion(monkeypatch, clock, step)
-    fixed = MuZeroAgent(fresh_net(scenario), ZERO_PRIOR, mode="simulator", num_simulations=1, budget_s=budget,
-                        clock=clock).solve(scenario)
-    fixed_time = clock.now
-    assert fixed_time < budget / 2 and fixed.info["budget_exhausted"] is False
-    clock.now = 0.0
-    paced_config = ZERO_PRIOR.with_overrides(["simulator.pace=true"])
-    paced = MuZeroAgent(fresh_net(scenario), paced_config, mode="simulator", num_simulations=1, budget_s=budget,
-                        clock=clock).solve(scenario)
-    assert paced.info["expansions"] > fixed.info["expansions"]
-    assert paced.info["simulations_run"] > paced.info["searched_moves"]   # more than one per searched move
-    assert budget / 2 < clock.now <= budget + step + 1e-9
-    xla = evaluate(scenario.workload, xla_like(scenario), scenario.hardware).time
-    assert evaluate(scenario.workload, paced.offsets, scenario.hardware).time <= xla * (1 + 1e-12)
-
-
-def test_pace_by_length_shares_the_time_by_the_game_still_to_play():
-    """Hand-worked as the test above (6 s left, 2 of 4 moves searched, 43 buffers to place),
-    by length: the moves weigh 43, 42, ..., 1, half of them searched: 43 x 44 / 4 = 473 in all,
-    so this one (weight 43) gets 6 x 43 / 473 = 6 / 11 s."""
-    scenario = mlp_scenario(4, fraction=HALF)
-    clock = FakeClock()
-    config = SMALL.with_overrides(["simulator.pace=true", "simulator.pace_by=length"])
-    _, search = new_search(scenario, config, deadline=10.0, clock=clock)
-    clock.now = 4.0
-    search.moves_made, search.searched_moves = 4, 2
-    assert search.allowance() == pytest.approx(6.0 / 11.0)
-    with pytest.raises(ValueError, match="simulator.pace_by shares the budget that simulator.pace spends"):
-        SMALL.with_overrides(["simulator.pace_by=length"])
-    with pytest.raises(ValueError, match="simulator.pace_by must be one of share, length"):
-        SMALL.with_overrides(["simulator.pace=true", "simulator.pace_by=depth"])
-    assert agent_module._parse("muzero-sim", "DIR,pace=1,pace_by=length")[2] == [
-        "simulator.pace=true", "simulator.pace_by=length"]
-
-
-def test_pace_needs_a_budget_and_takes_0_or_1():
-    scenario = mlp_scenario(4, fraction=HALF)
-    paced = SMALL.with_overrides(["simulator.pace=true"])
-    with pytest.raises(ValueError, match="simulator.pace spends a wall budget"):
-        new_search(scenario, paced)
-    with pytest.raises(ValueError, match="simulator.pace spends a wall budget"):
-        MuZeroAgent(fresh_net(scenario), paced, mode="simulator").solve(scenario)
-    with pytest.raises(ValueError, match=r"unknown option 'pace=2' \(pace is one of 0\|1\)"):
-        agent_module._parse("muzero-sim", "DIR,pace=2")
-    with pytest.raises(ValueError, match="applies to muzero-sim only"):
-        agent_module._parse("muzero-pol", "DIR,pace=1")
-    assert agent_module._parse("muzero-sim", "DIR,pace=1")[2] == ["simulator.pace=true"]
-    assert agent_module._parse("muzero-sim", "DIR,pace=0")[2] == ["simulator.pace=false"]
-
-
 @pytest.mark.parametrize("budget", [0.05, 0.125])
 def test_simulator_budget_stops_within_one_expansion(budget, monkeypatch):
     scenario = mlp_scenario(4, fraction=HALF)
@@ -346,45 +271,6 @@ def test_every_legal_action_is_a_child():
     assert float(env.unwrapped.sim_state.totals[sim.TIME]) == pytest.approx(search.best_time, rel=1e-12)
 
 
-def test_width_keeps_xla_likes_move_and_the_networks_top_moves():
-    """Hand-worked: advantages 0.5, 2.0, -1.0, 3.0 on candidates 0-3 and 1.0 on skip (K); with
-    XLA-like's move 2 and width 3, the created moves are 2 and the two ranked highest, 3 and 1,
-    in action order; ties go to the lower action; without network output, the lowest actions."""
-    scenario = mlp_scenario(4, fraction=HALF)
-    _, search = new_search(scenario, SMALL.with_overrides(["simulator.width=3"]))
-    k = search.k
-    node = search.root
-    node.advantage = np.zeros(k + 1, np.float32)
-    node.advantage[[0, 1, 2, 3, k]] = [0.5, 2.0, -1.0, 3.0, 1.0]
-    actions = np.array([0, 1, 2, 3, k])
-    assert actions[search.widest(node, actions, base=2)].tolist() == [1, 2, 3]
-    assert actions[search.widest(node, actions, base=3)].tolist() == [1, 3, k]
-    node.advantage[[1, 3]] = 1.0                        # 1, 3 and skip tie at 1.0: the lower actions
-    assert actions[search.widest(node, actions, base=2)].tolist() == [1, 2, 3]
-    node.advantage, node.raw_logits = None, None
-    assert actions[search.widest(node, actions, base=k)].tolist() == [0, 1, k]
-
-
-@pytest.mark.parametrize("width", [2, 3])
-def test_width_limits_the_children_and_the_game_ends_at_the_incumbent(width):
-    scenario = mlp_scenario(4, fraction=HALF)
-    config = SMALL.with_overrides([f"simulator.width={width}"])
-    env, search = new_search(scenario, config, sims=6)
-    wide = 0
-    while not search.root.terminal:
-        root = search.root
-        legal, base, _ = search.legal_actions(root.state)
-        action = search.move()
-        if root.actions is not None:
-            assert len(root.actions) == min(width, len(legal)) and base in root.actions.tolist()
-            wide += len(legal) > width
-        env.unwrapped.step(action)
-    assert wide > 0                                      # some position had more moves than the width
-    assert np.array_equal(env.unwrapped.offsets, search.best_offsets)
-    assert float(env.unwrapped.sim_state.totals[sim.TIME]) == pytest.approx(search.best_time, rel=1e-12)
-    assert search.best_time <= search.start_time
-
-
 def test_bad_budgets_and_settings_are_refused(trap_scenario):
     net = fresh_net(trap_scenario)
     for bad in (0, -1.0, float("nan"), float("inf"), "5"):
@@ -397,20 +283,9 @@ def test_bad_budgets_and_settings_are_refused(trap_scenario):
     assert agent.budget_s is None
     with pytest.raises(ValueError, match="num_simulations must be >= 1"):
         MuZeroAgent(net, SMALL, mode="simulator", num_simulations=0)
-    with pytest.raises(ValueError, match="keep_xla must be true"):
-        SimulatorConfig(keep_xla=False)
+    with pytest.raises(ValueError, match="simulator.keep_xla=false': the field was removed"):
+        SMALL.with_overrides(["simulator.keep_xla=false"])
     with pytest.raises(ValueError, match="prior_temperature"):
         SimulatorConfig(prior_temperature=float("inf"))
     with pytest.raises(ValueError, match="max_logit_lead"):
         SimulatorConfig(max_logit_lead=-0.1)
-    for bad in (1, -2):
-        with pytest.raises(ValueError, match=r"simulator.width must be 0 \(every legal move\) or >= 2"):
-            SimulatorConfig(width=bad)
-    for bad in ("1", "x", "-2"):
-        with pytest.raises(ValueError, match="width must be 0 or an integer >= 2"):
-            agent_module._parse("muzero-sim", f"DIR,width={bad}")
-    assert agent_module._parse("muzero-sim", "DIR,width=3")[2] == ["simulator.width=3"]
-    with pytest.raises(ValueError, match="applies to muzero-sim only"):
-        agent_module._parse("muzero", "DIR,width=3")
-    with pytest.raises(ValueError, match="simulator.width expands only some moves"):
-        new_search(trap_scenario, SMALL.with_overrides(["network.version=2", "simulator.width=2"]), harvest=True)

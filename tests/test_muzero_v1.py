@@ -215,8 +215,10 @@ def test_v1_checkpoint_records_its_game_and_plays_v1_only(checkpoints):
         MuZeroAgent(net, config, mode="learned")
     with pytest.raises(ValueError, match="sims="):
         make_agent(f"muzero-sim:{checkpoints / 'v1'},sims=4")
-    for option in ("pace=1", "width=3", "tree=uct", "then=uct"):   # the tree search's settings
-        with pytest.raises(ValueError, match="pace=, width=, tree= and then= do not apply"):
+    with pytest.raises(ValueError, match="the tree search's settings do not apply"):
+        MuZeroAgent(net, config.with_overrides(["simulator.max_logit_lead=0.1"]), mode="simulator")
+    for option in ("pace=1", "width=3", "tree=uct", "then=uct"):   # removed by issue 31, whatever the game
+        with pytest.raises(ValueError, match="was removed"):
             make_agent(f"muzero-sim:{checkpoints / 'v1'},{option}")
     with pytest.raises(ValueError, match="finetune"):
         make_agent(f"muzero-sim:{checkpoints / 'v1'},finetune=1")

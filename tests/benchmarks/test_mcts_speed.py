@@ -3,8 +3,8 @@
     .venv/bin/python -m pytest tests/benchmarks/test_mcts_speed.py --benchmark-only
 
 Simulations per second for 16 games x 32 simulations: with the default network (one batched
-network call per simulation), with an exact toy model (the numba tree bookkeeping alone), and
-the simulator mode (one env step per simulation and game). ``extra_info`` holds the figure.
+network call per simulation) and with an exact toy model (the numba tree bookkeeping alone).
+``extra_info`` holds the figure.
 """
 
 from fractions import Fraction
@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from mallocgym.agents.muzero.agent import make_env
+from mallocgym.agents.muzero.game import make_env
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.mcts import NetworkModel, run_search
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec, stack_obs
-from mallocgym.agents.muzero.simsearch import simulator_search
 from mallocgym.hardware import profile
 from mallocgym.scenarios import Scenario, capacity_for
 from mallocgym.workloads.synthetic import mlp_training_step
@@ -86,15 +85,4 @@ def test_tree_bookkeeping_throughput(benchmark):
 
     search()
     benchmark.pedantic(search, rounds=20, iterations=1, warmup_rounds=1)
-    record(benchmark, GAMES * SIMS)
-
-
-def test_simulator_mode_throughput(benchmark, positions):
-    envs, _, model = positions
-
-    def search():
-        return simulator_search(model, envs, config=CONFIG, num_simulations=SIMS)
-
-    search()
-    benchmark.pedantic(search, rounds=5, iterations=1, warmup_rounds=1)
     record(benchmark, GAMES * SIMS)

@@ -1,126 +1,117 @@
-"""The trained mallocMuZero as a harness agent: ``muzero:DIR`` and ``muzero-sim:DIR``.
+"""The trained mallocMuZero as a harness agent: one checkpoint, three ways to play it.
 
-``muzero:DIR`` plays each move with search over the learned model; ``muzero-sim:DIR`` searches
-the exact simulator guided by the network (:class:`.simsearch.SimulatorSearch`: it returns the
-best completion it has seen, so it is never worse than XLA-like). Options follow the path after
-commas:
+- ``muzero-pol:DIR`` (a version-2 checkpoint): the policy alone, one network call per decision
+  with a choice; XLA-like's move (xla-msa's on MallocGame-v1) unless the advantage head predicts
+  another better by more than ``margin=X`` (``simulator.policy_margin``;
+  :func:`.labels.policy_move`).
+- ``muzero-sim:DIR``: search on the exact simulator guided by the network
+  (:class:`.simsearch.SimulatorSearch`, ``sims=N`` simulations per move with a choice, default
+  ``simulator.num_simulations``); it returns the best completion it has seen, so it is never
+  worse than XLA-like. ``gate=G`` (``simulator.gate``, version 2) searches only where the
+  predicted gain exceeds G. On a MallocGame-v1 checkpoint: the gated one-step search of
+  :func:`.v1.play_v1`.
+- ``muzero:DIR``: the search over the learned model (MuZero; ``sims=N``, default
+  ``search.eval_simulations``); on a version-2 checkpoint only when its dynamics were trained
+  (``train.dynamics_weight > 0``), ``frame=return|advantage`` (``search.frame``).
 
-- both modes: ``sims=N`` (simulations per move), ``budget_s=S`` (wall seconds per scenario, counted from the start of ``solve``: once spent,
-  the learned mode plays XLA-like's moves and the simulator mode follows the best mapping found
-  so far, so a game ends within the budget plus one search step);
-- ``muzero`` only: ``span=X`` (``search.min_q_span``), ``keep=X`` (``search.departure_margin``: keep XLA-like's move unless the
-  search values another higher by more than X), ``ens=mean|agree`` (``search.ensemble``) for an
-  ensemble ``muzero:A+B`` (each checkpoint searches every position over its own learned model;
-  the first checkpoint's config, with the options, applies to all);
-- ``muzero-sim`` only: ``mix=M`` (``simulator.value_mix``; 1: exact leaf values),
-  ``lead=L`` (``simulator.max_logit_lead``; 0: the prior zeroed) and ``ptemp=T``
-  (``simulator.prior_temperature``); ``finetune=S`` (version-2 checkpoints: S seconds of
-  expert iteration on the program being solved, :mod:`.finetune`).
-
-``muzero-sim:DIR,gate=G`` (``simulator.gate``, version 2; issue 18 step 4) searches only where
-the predicted gain exceeds G. ``muzero-sim:DIR,pace=1`` (``simulator.pace``) spends its wall
-budget (``budget_s=S`` or the harness's) instead of stopping at ``sims`` per move; without a
-budget it is an error. ``muzero-sim:DIR,width=W`` (``simulator.width``) expands only XLA-like's
-move and the W - 1 moves the network ranks highest. ``muzero-sim:DIR,tree=uct``
-(``simulator.tree``) plays the plain ``mcts`` search with every position's moves tried in the
-network's order (:mod:`.ordered`); it takes ``sims=N``, ``pace=1`` and ``budget_s=S`` only.
-``muzero-sim:DIR,then=uct|mcts[,share=S]`` (``simulator.then``, needs a budget) gives the
-Gumbel tree ``1 - S`` of the budget (default S = 0.5) and then runs the ``tree=uct`` search
-(``uct``) or the plain ``mcts`` search (``mcts``, no network), paced, on the rest, from the
-first search's best mapping. ``muzero-pol:DIR`` (version 2; issue 18 step 5) is the policy
-alone: one network call per decision with a choice, XLA-like's move unless the advantage head
-predicts a move better by more than ``margin=X`` (``simulator.policy_margin``;
-:func:`.labels.policy_move`); it takes ``budget_s=S`` too.
-
-``muzero:DIR`` on a version-2 checkpoint (issue 18 step 6) needs one whose dynamics were trained
-(``train.dynamics_weight > 0`` in its config; others are refused); ``frame=return|advantage``
-(``search.frame``) picks what its search adds up: MuZero's predicted rewards and values, or the
-advantage and residual heads (:class:`.expert.AdvantageModel`).
-
-A checkpoint trained on MallocGame-v1 (``train muzero --env v1``, issue 18 step 7) plays v1
-only (``solve_v1``; :mod:`.v1`): ``muzero-pol:DIR,margin=X`` with xla-msa's in-env move as the
-base, and ``muzero-sim:DIR,gate=G``, a one-step exact search where the predicted gain exceeds G.
-
-An option given to the mode it does not apply to is an error, as is an unknown option or an
-unreadable value.
+Every mode takes ``budget_s=S`` (wall seconds per scenario, from the start of ``solve``; once
+spent, the learned mode and the policy play XLA-like's moves and the simulator mode follows the
+best mapping found so far). Everything else comes from the checkpoint's config. An unknown
+option, an option of another mode or an unreadable value is a ``ValueError``; so is an option
+issue 31 removed (:data:`REMOVED`, each with its replacement).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import ENSEMBLE_RULES, FRAMES, PACE_BY, THENS, TREES, MuZeroConfig
+from .config import FRAMES, MuZeroConfig
+from .expert import AdvantageModel
+from .game import make_env
 from .labels import policy_move
-from .mcts import NetworkModel, check_ensemble, effective_legal, ensemble_move, play, xla_move
+from .mcts import NetworkModel, effective_legal, play, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import SimulatorSearch
+from .v1 import check_v1_agent, network_advantage, play_v1
 
-__all__ = ["MuZeroAgent", "muzero_factory", "MODES", "make_env"]
+__all__ = ["MuZeroAgent", "muzero_factory", "MODES", "REMOVED", "make_env"]
 
 MODES = ("learned", "simulator", "policy")
+KINDS = {"muzero": "learned", "muzero-sim": "simulator", "muzero-pol": "policy"}
 
+# option -> (config field or None for an agent argument, the kinds it applies to)
+_OPTIONS = {
+    "sims": (None, ("muzero", "muzero-sim")),
+    "budget_s": (None, ("muzero", "muzero-sim", "muzero-pol")),
+    "frame": ("search.frame", ("muzero",)),
+    "gate": ("simulator.gate", ("muzero-sim",)),
+    "margin": ("simulator.policy_margin", ("muzero-pol",)),
+}
+_KNOWN = "sims=N, budget_s=S (muzero, muzero-sim); frame=return|advantage (muzero); gate=G (muzero-sim); " \
+         "margin=X, budget_s=S (muzero-pol)"
 
-def make_env(scenario, config: MuZeroConfig):
-    """A MallocGame env for ``scenario`` as the agent sees it (its ``EnvConfig``; ``env.game``
-    picks MallocGame-v0 or -v1)."""
-    game = "MallocGame-v1" if config.env.game == "v1" else "MallocGame-v0"
-    return gym.make(game, workload=scenario, **config.env.make_kwargs())
+# Options issue 18 measured and did not choose, removed by issue 31 (their numbers:
+# baselines/muzero/README.md): option -> why, and what to use instead.
+_SETTING = "the checkpoint's {} applies (set it when training: --set {}=...)"
+REMOVED = {
+    "tree": "tree=uct (the mcts tree in the network's order) was removed: level with mcts at equal time; "
+            "use muzero-sim:DIR or mcts",
+    "then": "then= (a second search after the first) was removed: level with mcts at equal time; "
+            "use muzero-sim:DIR,budget_s=S or mcts:pace=1",
+    "share": "share= (then='s budget share) was removed with then=; use muzero-sim:DIR,budget_s=S",
+    "pace": "pace=1 was removed: spending the whole budget did not win; use muzero-sim:DIR,sims=N,budget_s=S "
+            "or mcts:simulations=1,pace=1,time_limit=S",
+    "pace_by": "pace_by= was removed with pace=; use mcts:simulations=1,pace=1,time_limit=S",
+    "width": "width= (a narrower, deeper tree) was removed: it did not win; use muzero-sim:DIR (every legal move)",
+    "ens": "ensembles (muzero:A+B, ens=) were removed: play one checkpoint, muzero:DIR",
+    "keep": "keep= (a departure margin at play time) was removed: not chosen by its rule; "
+            "use muzero-pol:DIR,margin=X",
+    "span": "span= was removed: " + _SETTING.format("search.min_q_span", "search.min_q_span"),
+    "mix": "mix= was removed: " + _SETTING.format("simulator.value_mix", "simulator.value_mix"),
+    "lead": "lead= was removed: " + _SETTING.format("simulator.max_logit_lead", "simulator.max_logit_lead"),
+    "ptemp": "ptemp= was removed: " + _SETTING.format("simulator.prior_temperature", "simulator.prior_temperature"),
+    "finetune": "finetune= (per-program finetuning) was removed: it tied mcts at equal wall time; "
+                "use muzero-sim:DIR,sims=N,budget_s=S",
+}
 
 
 class MuZeroAgent:
-    """Plays MallocGame with search; ``mode`` is ``"learned"`` or ``"simulator"``. ``net`` is one
-    network or, in learned mode, several (an ensemble combined by ``config.search.ensemble``).
-    ``budget_s``: wall seconds per scenario (None: no limit), read on ``clock``."""
+    """Plays MallocGame with one network; ``mode`` is one of :data:`MODES`. ``budget_s``: wall
+    seconds per scenario (None: no limit), read on ``clock``."""
 
-    def __init__(self, net: MuZeroNet | Sequence[MuZeroNet], config: MuZeroConfig, *, mode: str = "learned",
+    def __init__(self, net: MuZeroNet, config: MuZeroConfig, *, mode: str = "learned",
                  num_simulations: int | None = None, name: str | None = None, budget_s: float | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        nets = [net] if isinstance(net, MuZeroNet) else list(net)
-        if not nets:
-            raise ValueError("MuZeroAgent needs at least one network")
-        if len(nets) > 1:
-            if mode != "learned":
-                raise ValueError("an ensemble plays over the learned models only: muzero-sim takes one checkpoint")
-            if any(n.spec != nets[0].spec for n in nets):
-                raise ValueError(f"the ensemble's networks were trained on different observations: "
-                                 f"{[n.spec for n in nets]}")
-            check_ensemble(config.search.ensemble, config.search.departure_margin)
+        if not isinstance(net, MuZeroNet):
+            raise ValueError(f"MuZeroAgent plays one network ({REMOVED['ens']})")
         if num_simulations is not None and num_simulations < 1:
             raise ValueError(f"num_simulations must be >= 1, got {num_simulations!r}")
         if mode == "policy" and config.network.version < 2:
             raise ValueError("the policy agent (muzero-pol) reads a version-2 network's advantage head "
                              "(network.version = 2)")
-        # the game the network was trained on (MallocGame-v1: the policy alone, .v1); the harness
-        # reads plays_v0 / plays_v1 before anything runs
-        self.game = nets[0].spec.game
+        # the game the network was trained on; the harness reads plays_v0 / plays_v1 before anything runs
+        self.game = net.spec.game
         self.plays_v0, self.plays_v1 = self.game == "v0", self.game == "v1"
         if self.game == "v1":
-            from .v1 import check_v1_agent
-
             check_v1_agent(mode, config, num_simulations)
         if mode == "learned" and config.network.version >= 2 and config.train.dynamics_weight == 0:
             raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
                              "(its learned dynamics are untrained, train.dynamics_weight = 0): play it with "
                              "muzero-sim:DIR or muzero-pol:DIR")
         torch.set_num_threads(1)
-        self.nets = [n.eval() for n in nets]
-        self.models = [NetworkModel(n) for n in self.nets]
-        if mode == "learned" and config.search.frame == "advantage":   # version 2, dynamics trained
-            from .expert import AdvantageModel
-
-            self.models = [AdvantageModel(n) for n in self.nets]
-        self.net, self.model = self.nets[0], self.models[0]
+        self.net = net.eval()
+        advantage_frame = mode == "learned" and config.search.frame == "advantage"   # version 2, dynamics trained
+        self.model = AdvantageModel(self.net) if advantage_frame else NetworkModel(self.net)
         self.config = config
         self.mode = mode
         default = config.search.eval_simulations if mode == "learned" else config.simulator.num_simulations
@@ -138,18 +129,14 @@ class MuZeroAgent:
             raise ValueError(f"budget_s must be a finite number of seconds > 0, got {budget_s!r}")
         self.budget_s = None if budget_s is None else float(budget_s)
 
-    def moves(self, scenario: Scenario, *, seed: int = 0, start: float | None = None,
-              budget_s: float | None = None):
-        """Play one game, yielding ``(env, legal, action)`` before each move is made (``env``:
-        the unwrapped MallocGame env at the position, ``legal``: the search's legal actions);
+    def moves(self, scenario: Scenario, *, seed: int = 0):
+        """Play one MallocGame-v0 game, yielding ``(env, legal, action)`` before each move is made
+        (``env``: the unwrapped env at the position, ``legal``: the search's legal actions);
         returns the final ``info`` and a dict of details (searched moves; in simulator mode the
         search itself under ``"search"``). :meth:`solve` plays it out;
-        ``baselines/muzero/departures.py`` inspects it. ``start``: the ``clock`` reading the
-        budget counts from (default: now); ``budget_s``: the game's budget in place of the
-        agent's (a first stage's share of it)."""
-        start = self.clock() if start is None else start
-        budget_s = self.budget_s if budget_s is None else budget_s
-        deadline = None if budget_s is None else start + budget_s
+        ``baselines/muzero/departures.py`` inspects it."""
+        start = self.clock()
+        deadline = None if self.budget_s is None else start + self.budget_s
         env = self._env(scenario)
         u = env.unwrapped
         obs, info = env.reset(seed=seed)
@@ -178,11 +165,8 @@ class MuZeroAgent:
                 action = policy_move(advantage[0], legal, self.config.simulator.policy_margin)
                 searched += 1
             else:
-                config = self.config.search
-                results = [play(model, batch, config=config, num_simulations=self.num_simulations)
-                           for model in self.models]
-                action = int(ensemble_move(results, legal[None], rule=config.ensemble,
-                                           margin=config.departure_margin)[0])
+                result = play(self.model, batch, config=self.config.search, num_simulations=self.num_simulations)
+                action = int(result.action[0])
                 searched += 1
             yield u, legal, action
             obs, _, done, _, info = u.step(action)
@@ -193,8 +177,6 @@ class MuZeroAgent:
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """One MallocGame-v1 game (a checkpoint trained on v1 only): :func:`.v1.play_v1`."""
         self._check_game("v1")
-        from .v1 import network_advantage, play_v1
-
         start = self.clock()
         deadline = None if self.budget_s is None else start + self.budget_s
         sim = self.config.simulator
@@ -222,38 +204,7 @@ class MuZeroAgent:
 
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         self._check_game("v0")
-        start = self.clock()
-        sim_config = self.config.simulator
-        if self.mode == "simulator" and sim_config.tree == "uct":
-            if sim_config.pace and self.budget_s is None:
-                raise ValueError("simulator.pace spends a wall budget: give the search one "
-                                 "(muzero-sim:DIR,tree=uct,pace=1,budget_s=S or the harness's --budget-s)")
-            return self._solve_uct(scenario, start, network_order=True, simulations=self.num_simulations,
-                                   pace=sim_config.pace)
-        if self.mode == "simulator" and sim_config.then != "none":
-            return self._solve_then(scenario, start, seed)
-        solution, _ = self._play(scenario, seed, start)
-        return solution
-
-    def _solve_then(self, scenario: Scenario, start: float, seed: int) -> Solution:
-        """``simulator.then``: the Gumbel tree with ``1 - then_share`` of the budget, then the
-        second search (paced, one simulation per decision at least) with the rest, from the
-        first one's best mapping."""
-        sim_config = self.config.simulator
-        if self.budget_s is None:
-            raise ValueError(f"simulator.then = {sim_config.then} splits a wall budget between two searches: give "
-                             "one (muzero-sim:DIR,then=...,budget_s=S or the harness's --budget-s)")
-        first, search = self._play(scenario, seed, start, budget_s=self.budget_s * (1.0 - sim_config.then_share))
-        second = self._solve_uct(scenario, start, network_order=sim_config.then == "uct", simulations=1, pace=True,
-                                 incumbent=(search.best_time, search.best_offsets))
-        details = dict(first.info)
-        details["then"] = {"search": sim_config.then, "share": sim_config.then_share, **second.info}
-        details["improved_by_then"] = bool(second.info["best_time"] < search.best_time)
-        return Solution(second.offsets, info=details)
-
-    def _play(self, scenario: Scenario, seed: int, start: float, budget_s: float | None = None):
-        """One game of :meth:`moves` played out: ``(solution, the simulator search or None)``."""
-        game = self.moves(scenario, seed=seed, start=start, budget_s=budget_s)
+        game = self.moves(scenario, seed=seed)
         try:
             while True:
                 next(game)
@@ -264,114 +215,46 @@ class MuZeroAgent:
                    "searched_moves": extra["searched_moves"]}
         if self.budget_s is not None:
             details["budget_s"] = self.budget_s
-        if len(self.nets) > 1:
-            details["ensemble"] = {"members": len(self.nets), "rule": self.config.search.ensemble}
         search = extra.get("search")
         if search is None:
             if self.budget_s is not None:
                 details["budget_exhausted"] = extra["budget_exhausted"]
-            return Solution(offsets, info=details), None
+            return Solution(offsets, info=details)
         # the game followed the incumbent to its end: the played mapping is the best one seen
         if not np.array_equal(offsets, search.best_offsets):
             raise RuntimeError("the simulator search's game did not end at its best mapping (a bug)")
         details.update(search.info())
         details["kept_xla"] = bool(search.best_time >= search.start_time)
-        return Solution(offsets, info=details), search
-
-    def _solve_uct(self, scenario: Scenario, start: float, *, network_order: bool, simulations: int, pace: bool,
-                   incumbent: tuple[float, np.ndarray] | None = None) -> Solution:
-        """The plain ``mcts`` search (:class:`~..search.UCT`, its default constants) until the
-        budget counted from ``start`` is spent, ``simulations`` per decision (``pace``: at
-        least that many, then the decision's share of the budget); with ``network_order`` over
-        :class:`.ordered.OrderedGame` (``simulator.tree = uct``). ``incumbent``: a mapping
-        ``(completion time, offsets)`` to start from (``simulator.then``); the solution is the
-        best mapping seen, its time in ``info["best_time"]``."""
-        from ..search import UCT, MCTSConfig, V0Game
-        from .ordered import NetworkOrder, OrderedGame
-
-        if self.config.env.order != "boundedness":
-            raise ValueError(f"tree=uct and then= play MallocGame-v0's default decision order; this checkpoint "
-                             f"was trained with order={self.config.env.order!r}")
-        env = self._env(scenario)
-        u = env.unwrapped
-        game = V0Game(u.static, int(u.k))
-        if incumbent is not None:
-            game.incumbent.offer(*incumbent)
-        order = NetworkOrder(env, self.model, version2=self.config.network.version >= 2) if network_order else None
-        time_limit = None
-        if self.budget_s is not None:
-            time_limit = max(self.budget_s - (self.clock() - start), 1e-9)
-        config = MCTSConfig(simulations=simulations, n_candidates=int(u.k), time_limit=time_limit, pace=pace)
-        sims = UCT(game if order is None else OrderedGame(game, order), game.root, config).run(time_limit,
-                                                                                              clock=self.clock)
-        details = {"mode": self.mode, "tree": "uct" if network_order else "mcts", "simulations": simulations,
-                   "simulations_run": sims, "completions": game.incumbent.completions,
-                   "network_calls": 0 if order is None else order.calls, "best_time": float(game.incumbent.time[0])}
-        if self.budget_s is not None:
-            details["budget_s"] = self.budget_s
-        return Solution(game.incumbent.offsets.copy(), info=details)
-
-
-# option -> (config field or None for an agent argument, the modes it applies to)
-_OPTIONS = {
-    "sims": (None, ("muzero", "muzero-sim")),
-    "budget_s": (None, ("muzero", "muzero-sim", "muzero-pol")),
-    "span": ("search.min_q_span", ("muzero",)),
-    "keep": ("search.departure_margin", ("muzero",)),
-    "ens": ("search.ensemble", ("muzero",)),
-    "frame": ("search.frame", ("muzero",)),               # version 2 with trained dynamics (step 6)
-    "mix": ("simulator.value_mix", ("muzero-sim",)),
-    "lead": ("simulator.max_logit_lead", ("muzero-sim",)),
-    "ptemp": ("simulator.prior_temperature", ("muzero-sim",)),
-    "gate": ("simulator.gate", ("muzero-sim",)),            # version 2: search where it pays
-    "pace": ("simulator.pace", ("muzero-sim",)),            # 1: spend the wall budget (needs one)
-    "pace_by": ("simulator.pace_by", ("muzero-sim",)),      # share|length: how pace shares the time
-    "width": ("simulator.width", ("muzero-sim",)),          # expand the top W moves only
-    "tree": ("simulator.tree", ("muzero-sim",)),            # uct: plain mcts in the network's order
-    "then": ("simulator.then", ("muzero-sim",)),            # a second search after the Gumbel tree
-    "share": ("simulator.then_share", ("muzero-sim",)),     # the second search's share of the budget
-    "margin": ("simulator.policy_margin", ("muzero-pol",)),  # version 2: the policy alone
-    "finetune": (None, ("muzero-sim",)),   # per-program finetuning (.finetune), version-2 checkpoints
-}
-# options with a fixed set of values: option value -> the config override's value
-_CHOICES = {"frame": {v: v for v in FRAMES}, "ens": {v: v for v in ENSEMBLE_RULES},
-            "pace": {"0": "false", "1": "true"}, "tree": {v: v for v in TREES},
-            "then": {v: v for v in THENS}, "pace_by": {v: v for v in PACE_BY}}
-_KNOWN = ("sims=N, budget_s=S; span=X, keep=X, ens=mean|agree (muzero); mix=M, lead=L, ptemp=T, finetune=S "
-          "(muzero-sim)")
-
-_KNOWN += ("; gate=G, pace=0|1, pace_by=share|length, width=W, tree=gumbel|uct, then=none|uct|mcts, share=S "
-           "(muzero-sim); margin=X, budget_s=S (muzero-pol); frame=return|advantage (muzero)")
+        return Solution(offsets, info=details)
 
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
+    """``(checkpoint folder, agent arguments, config overrides)`` of ``kind:arg``."""
     if not arg:
         raise ValueError(f"agent {kind!r} needs a checkpoint: {kind}:DIR (a `mallocgym train muzero --out DIR` folder)")
     path, *options = arg.split(",")
+    if "+" in path:
+        raise ValueError(f"agent {kind}:{arg}: {REMOVED['ens']}")
     parsed: dict = {}
     overrides: list[str] = []
     for option in options:
         key, sep, value = option.partition("=")
+        if key in REMOVED:
+            raise ValueError(f"agent {kind}:{arg}: {REMOVED[key]}")
         if key not in _OPTIONS or not sep:
             raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (known: {_KNOWN})")
-        field, modes = _OPTIONS[key]
-        if kind not in modes:
-            raise ValueError(f"agent {kind}:{arg}: option {key}= applies to {' and '.join(modes)} only")
+        field, kinds = _OPTIONS[key]
+        if kind not in kinds:
+            raise ValueError(f"agent {kind}:{arg}: option {key}= applies to {' and '.join(kinds)} only")
         if key == "sims":
             if not (value.isdigit() and int(value) >= 1):
                 raise ValueError(f"agent {kind}:{arg}: sims must be an integer >= 1, got {value!r}")
             parsed["num_simulations"] = int(value)
             continue
-        if key == "width":
-            if not (value.isdigit() and (int(value) == 0 or int(value) >= 2)):
-                raise ValueError(f"agent {kind}:{arg}: width must be 0 or an integer >= 2, got {value!r}")
-            overrides.append(f"{field}={int(value)}")
-            continue
-        if key in _CHOICES:
-            if value not in _CHOICES[key]:
-                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} is one of "
-                                 f"{'|'.join(_CHOICES[key])})")
-            overrides.append(f"{field}={_CHOICES[key][value]}")
+        if key == "frame":
+            if value not in FRAMES:
+                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (frame is one of {'|'.join(FRAMES)})")
+            overrides.append(f"{field}={value}")
             continue
         try:
             number = float(value)
@@ -379,59 +262,24 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} ({key} takes a number)") from None
         if not math.isfinite(number):
             raise ValueError(f"agent {kind}:{arg}: {key} must be finite, got {value!r}")
-        if key in ("budget_s", "finetune"):
+        if key == "budget_s":
             if number <= 0:
                 raise ValueError(f"agent {kind}:{arg}: {key} must be > 0 seconds, got {value!r}")
             parsed[key] = number
         else:
             overrides.append(f"{field}={number!r}")
-    given = {option.partition("=")[0] for option in options}
-    if "share" in given and not any(o.startswith("then=") and o != "then=none" for o in options):
-        raise ValueError(f"agent {kind}:{arg}: share= is the second search's share of the budget: give then=uct|mcts")
-    if "finetune" in given and "then" in given:
-        raise ValueError(f"agent {kind}:{arg}: finetune= and then= do not combine (finetuning plays its own search)")
-    if "tree=uct" in options:
-        extra = sorted(given & set(_GUMBEL_ONLY))
-        if extra:
-            raise ValueError(f"agent {kind}:{arg}: tree=uct (the plain mcts search in the network's order) takes "
-                             f"sims=, pace= and budget_s= only, not {', '.join(k + '=' for k in extra)}")
     return path, parsed, overrides
 
 
-# the muzero-sim options that only the Gumbel tree (simulator.tree = gumbel) reads
-_GUMBEL_ONLY = ("mix", "lead", "ptemp", "gate", "width", "finetune", "then", "share", "pace_by")
-
-
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
-    """``muzero:DIR[,sims=N][,budget_s=S][,span=X][,keep=X]`` (learned model),
-    ``muzero-sim:DIR[,sims=N][,budget_s=S][,mix=M][,lead=L][,ptemp=T]`` (simulator) and
-    ``muzero:DIR+DIR2[,...][,ens=mean|agree]`` (an ensemble, learned models)."""
+    """``muzero:DIR[,sims=N][,budget_s=S][,frame=F]`` (the learned model),
+    ``muzero-sim:DIR[,sims=N][,budget_s=S][,gate=G]`` (the simulator) and
+    ``muzero-pol:DIR[,margin=X][,budget_s=S]`` (the policy alone)."""
     path, options, overrides = _parse(kind, arg)
-    paths = path.split("+")
-    if not all(paths):
-        raise ValueError(f"agent {kind}:{arg}: an empty checkpoint folder in {path!r} (an ensemble is A+B)")
-    if len(paths) > 1 and kind != "muzero":
-        raise ValueError(f"agent {kind}:{arg}: an ensemble (A+B) plays over the learned models only; "
-                         f"use muzero:{arg}")
-    loaded = [load_network(p) for p in paths]
-    config = loaded[0][1]
-    for p, (_, other, _) in zip(paths[1:], loaded[1:]):
-        if other.env != config.env:
-            raise ValueError(f"agent {kind}:{arg}: {p} was trained with another env config than {paths[0]} "
-                             f"({other.env} vs {config.env})")
+    net, config, _ = load_network(path)
     try:
         config = config.with_overrides(overrides)
     except ValueError as exc:
         raise ValueError(f"agent {kind}:{arg}: {exc}") from None
-    mode = {"muzero-sim": "simulator", "muzero-pol": "policy"}.get(kind, "learned")
-    # options name the agent, so variants stay apart in one bench; an ensemble is muzero-x2,...
-    name = kind + (f"-x{len(paths)}" if len(paths) > 1 else "") + arg[len(path):]
-    nets = [net for net, _, _ in loaded]
-    if "finetune" in options:
-        from .finetune import finetune_agent
-
-        if config.env.game != "v0":
-            raise ValueError(f"agent {kind}:{arg}: finetune=S runs on MallocGame-v0 checkpoints only")
-
-        return finetune_agent(kind, arg, nets[0], config, loaded[0][2], name=name, **options)
-    return MuZeroAgent(nets if len(nets) > 1 else nets[0], config, mode=mode, name=name, **options)
+    # options name the agent, so variants stay apart in one bench
+    return MuZeroAgent(net, config, mode=KINDS[kind], name=kind + arg[len(path):], **options)

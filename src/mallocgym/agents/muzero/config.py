@@ -16,11 +16,7 @@ from typing import Any
 __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "TrainConfig", "MuZeroConfig"]
 
 SEARCH_ALGORITHMS = ("gumbel", "puct")
-ENSEMBLE_RULES = ("mean", "agree")
 FRAMES = ("return", "advantage")   # search.frame: the learned search's value frame
-TREES = ("gumbel", "uct")   # simulator.tree: the simulator mode's search (muzero-sim:DIR,tree=uct)
-THENS = ("none", "uct", "mcts")   # simulator.then: a second search after the Gumbel tree
-PACE_BY = ("share", "length")   # simulator.pace_by: how simulator.pace shares the time left
 REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 NETWORK_VERSIONS = (1, 2)
@@ -171,16 +167,6 @@ class SearchConfig:
       min_q_span: min-max normalisation of Q-values (both algorithms) divides by
         ``max(max - min, min_q_span)`` (value units): differences smaller than this span count
         proportionally less instead of being stretched to ``[0, 1]`` (0: plain min-max).
-      departure_margin: when the trained agent plays (``muzero:DIR,keep=X``), keep XLA-like's
-        move (best fit, or skip) unless the search chose another action, visited both, and
-        found the other's root Q higher by more than this (value units: % of the all-slow
-        time at the default ``network.reward_scale``); 0: off, the search's move
-        (:func:`mallocgym.agents.muzero.mcts.keep_xla_move`).
-      ensemble: how an ensemble of trained agents (``muzero:A+B,ens=RULE``) picks a move after
-        every member has searched the position over its own learned model: ``"mean"``, the
-        legal action with the highest mean search policy; ``"agree"``, the members' move when
-        all chose the same action (each after ``departure_margin``), else XLA-like's move
-        (:func:`mallocgym.agents.muzero.mcts.ensemble_move`). Unused by a single agent.
       frame: what the search over the learned model adds up (``muzero:DIR,frame=F``):
         ``"return"``, MuZero's predicted step rewards and values (``network.reward_scale``
         units); ``"advantage"`` (a version-2 network whose dynamics were trained,
@@ -205,8 +191,6 @@ class SearchConfig:
     c_visit: float = 50.0
     c_scale: float = 0.1
     min_q_span: float = 0.0
-    departure_margin: float = 0.0
-    ensemble: str = "mean"
     frame: str = "return"
     pb_c_init: float = 1.25
     pb_c_base: float = 19652.0
@@ -227,10 +211,6 @@ class SearchConfig:
         if self.gumbel_scale < 0 or self.min_q_span < 0:
             raise ValueError(f"search.gumbel_scale and search.min_q_span must be >= 0, got "
                              f"{self.gumbel_scale!r} and {self.min_q_span!r}")
-        if not self.departure_margin >= 0:
-            raise ValueError(f"search.departure_margin must be >= 0, got {self.departure_margin!r}")
-        if self.ensemble not in ENSEMBLE_RULES:
-            raise ValueError(f"search.ensemble must be one of {ENSEMBLE_RULES}, got {self.ensemble!r}")
         if self.frame not in FRAMES:
             raise ValueError(f"search.frame must be one of {FRAMES}, got {self.frame!r}")
         _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
@@ -248,10 +228,6 @@ class SimulatorConfig:
       value_mix: a new position's value is ``(1 - value_mix) * network estimate + value_mix *
         exact return of finishing the episode with XLA-like`` (0: the network alone; 1: exact
         values alone).
-      keep_xla: must stay true (kept so that older checkpoints load): the search returns the
-        best completion it has seen, XLA-like's own among them, so the mode is never worse than
-        XLA-like by construction (the solution's ``info["kept_xla"]`` says when nothing better
-        was found).
       c_visit, c_scale: the selection's Q bonus ``sigma(q) = (c_visit + max_b N(b)) * c_scale *
         qn`` (``qn``: the children's Q-values min-max normalised within the node, ``N``:
         simulations through each child). Smaller is more exploratory. The simulator search has
@@ -274,75 +250,24 @@ class SimulatorConfig:
       policy_margin: the policy agent (``muzero-pol``, issue 18, step 5): leave XLA-like's move
         only where the best predicted advantage over it exceeds this (``residual_scale``
         units; 0: wherever one is predicted higher).
-      pace: spend the wall budget (``muzero-sim:DIR,pace=1``; needs a budget): a searched move
-        runs at least ``num_simulations`` simulations and goes on while its share of the time
-        left is not spent, the time left divided by the searched moves expected to remain
-        (:meth:`mallocgym.agents.muzero.simsearch.SimulatorSearch.allowance`). False: exactly
-        ``num_simulations`` per searched move, so the game may end well before its budget.
-      pace_by: how ``pace`` shares the time left among the searched moves expected
-        (``muzero-sim:DIR,pace=1,pace_by=length``; :func:`mallocgym.agents.search.pace_allowance`):
-        ``share``, equal shares; ``length``, shares proportional to the game still to play (what
-        a completion costs), as ``mcts:pace=1`` does.
-      width: ``>= 2``: an expansion creates XLA-like's move and the ``width - 1`` other moves
-        the network ranks highest (a version-2 network's advantage head, else its logits), not
-        every legal move (``muzero-sim:DIR,width=W``); 0: every legal move.
-      tree: ``gumbel`` (:class:`~mallocgym.agents.muzero.simsearch.SimulatorSearch`, every
-        setting above) or ``uct`` (``muzero-sim:DIR,tree=uct``; MallocGame-v0's default game
-        only): the plain ``mcts`` search, one child per simulation, with each position's moves
-        tried in the network's order (:mod:`mallocgym.agents.muzero.ordered`); it reads
-        ``num_simulations`` (per decision) and ``pace`` only, so ``gate`` and ``width`` must
-        keep their defaults.
-      then: ``none``, or a second search after the Gumbel tree (``muzero-sim:DIR,then=uct``;
-        needs a budget; MallocGame-v0's default game only): the Gumbel tree gets
-        ``1 - then_share`` of the budget, then ``uct`` (the ``tree=uct`` search, paced) or
-        ``mcts`` (the plain ``mcts`` search, paced, no network) the rest, starting from the
-        first one's best mapping as its incumbent; the better mapping is returned.
-      then_share: the share of the budget the second search gets (``0 < then_share < 1``).
     """
 
     num_simulations: int = 8
     value_mix: float = 1.0
-    keep_xla: bool = True
     c_visit: float = 5.0
     c_scale: float = 0.1
     prior_temperature: float = 1.0
     max_logit_lead: float = 0.25
     gate: float = -1.0
     policy_margin: float = 0.0
-    pace: bool = False
-    pace_by: str = "share"
-    width: int = 0
-    tree: str = "gumbel"
-    then: str = "none"
-    then_share: float = 0.5
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
-        if self.pace_by not in PACE_BY:
-            raise ValueError(f"simulator.pace_by must be one of {', '.join(PACE_BY)}, got {self.pace_by!r}")
-        if self.pace_by != "share" and not self.pace:
-            raise ValueError("simulator.pace_by shares the budget that simulator.pace spends: set pace too (pace=1)")
-        if self.tree not in TREES:
-            raise ValueError(f"simulator.tree must be one of {', '.join(TREES)}, got {self.tree!r}")
-        if self.then not in THENS:
-            raise ValueError(f"simulator.then must be one of {', '.join(THENS)}, got {self.then!r}")
-        if self.then != "none" and self.tree != "gumbel":
-            raise ValueError("simulator.then follows the Gumbel tree (simulator.tree = gumbel)")
-        if not (0.0 < self.then_share < 1.0):
-            raise ValueError(f"simulator.then_share must be in (0, 1), got {self.then_share!r}")
-        if self.tree == "uct" and (self.width != 0 or self.gate >= 0):
-            raise ValueError("simulator.tree = uct (the plain mcts search in the network's order) has no width or "
-                             "gate: leave them unset")
         if not (math.isfinite(self.gate) and math.isfinite(self.policy_margin) and self.policy_margin >= 0):
             raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
                              f"{self.gate!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
-        if self.width == 1 or self.width < 0:
-            raise ValueError(f"simulator.width must be 0 (every legal move) or >= 2, got {self.width!r}")
         _unit("simulator", value_mix=self.value_mix)
-        if not self.keep_xla:
-            raise ValueError("simulator.keep_xla must be true: the simulator search returns the best "
-                             "completion it has seen, XLA-like's own among them")
         if not (math.isfinite(self.prior_temperature) and self.prior_temperature > 0):
             raise ValueError(f"simulator.prior_temperature must be a finite number > 0, got {self.prior_temperature!r}")
         if not (math.isfinite(self.max_logit_lead) and self.max_logit_lead >= 0):
@@ -585,6 +510,10 @@ class MuZeroConfig:
         parts = {}
         for name, part_cls in _PARTS.items():
             values = dict(data.get(name, {}))
+            for key in [k for k in values if f"{name}.{k}" in REMOVED_FIELDS]:
+                default, why = REMOVED_FIELDS[f"{name}.{key}"]
+                if values.pop(key) != default:   # older checkpoints record the default: they load
+                    raise ValueError(f"config field {name}.{key} was removed (issue 31): {why}")
             names = {f.name for f in dataclasses.fields(part_cls)}
             bad = set(values) - names
             if bad:
@@ -601,6 +530,9 @@ class MuZeroConfig:
             part, dot, name = key.strip().partition(".")
             if not sep or not dot:
                 raise ValueError(f"config override {text!r} must look like part.field=value")
+            if key.strip() in REMOVED_FIELDS:
+                raise ValueError(f"config override {text!r}: the field was removed (issue 31): "
+                                 f"{REMOVED_FIELDS[key.strip()][1]}")
             if part not in data or name not in data[part]:
                 raise ValueError(f"config override {text!r}: unknown field {key.strip()!r}")
             try:
@@ -609,3 +541,20 @@ class MuZeroConfig:
                 value = raw
             data[part][name] = value
         return MuZeroConfig.from_dict(data)
+
+
+# Fields of play-time options issue 18 measured and did not choose (issue 31 removed them; their
+# numbers: baselines/muzero/README.md): field -> (the value older checkpoints record, why).
+REMOVED_FIELDS = {
+    "search.departure_margin": (0.0, "a departure margin at play time was not chosen; the policy's margin is "
+                                     "simulator.policy_margin"),
+    "search.ensemble": ("mean", "ensembles of checkpoints were removed; play one checkpoint"),
+    "simulator.pace": (False, "the simulator search runs num_simulations per move within its budget"),
+    "simulator.pace_by": ("share", "removed with simulator.pace"),
+    "simulator.width": (0, "the simulator search expands every legal move"),
+    "simulator.tree": ("gumbel", "the simulator search is the Gumbel tree; the UCT tree is the mcts agent"),
+    "simulator.then": ("none", "one search per game"),
+    "simulator.then_share": (0.5, "removed with simulator.then"),
+    "simulator.keep_xla": (True, "the simulator search always returns the best completion it has seen, "
+                                 "XLA-like's own among them"),
+}

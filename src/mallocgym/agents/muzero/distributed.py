@@ -45,7 +45,9 @@ from ..._progress import Progress
 from ...scenarios import Scenario
 from .checkpoint import checkpoint_path, save_checkpoint
 from .config import MuZeroConfig
+from .game import make_env
 from .networks import MuZeroNet, ObsSpec
+from .runlog import EVAL_POSITIONS, HELDOUT_POSITIONS, JsonLog, game_stats
 
 __all__ = ["ActorWorker", "LearnerWorker", "actor_seeds", "learner_seeds", "first_scenario", "train_ray", "main_ray",
            "SLICE_S", "MAX_UPDATES_PER_CALL"]
@@ -179,7 +181,6 @@ class LearnerWorker:
         self.version = config.network.version
         if self.version >= 2:
             from .expert import ExpertLearner, ExpertReplay
-            from .train import HELDOUT_POSITIONS
 
             self.learner = ExpertLearner(self.net, config, self.rng)
             self.replay = ExpertReplay(t.replay_capacity, self.spec, positive_weight=t.positive_weight)
@@ -256,8 +257,6 @@ class LearnerWorker:
     def stats(self) -> dict:
         """The counters (what has been stored so far) and replay statistics for a log line
         (version 2: with the train and held-out residual errors, as a local run logs them)."""
-        from .train import EVAL_POSITIONS
-
         out = {**self.counts, "train_steps": self.learner.steps, "replay_size": self.replay.size}
         if self.version >= 2:
             from .expert import POSITIVE_RESIDUAL
@@ -284,8 +283,6 @@ class LearnerWorker:
 
 def _games_summary(games: list) -> dict:
     """Return statistics of recent games (the keys of a local log line)."""
-    from .train import game_stats
-
     played = [g for g in games if not getattr(g, "teacher", False) and not getattr(g, "heldout", False)]
     taught = [g for g in games if getattr(g, "teacher", False)]
     return game_stats(played, taught)
@@ -316,7 +313,6 @@ def train_ray(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: s
     one started for the run and shut down after it). A malformed or silent address, a missing
     ray and a Ray with fewer than ``actors + 1`` CPUs are refused before anything is written."""
     from ..._ray import RayRunner
-    from .train import _Log
 
     if not (minutes > 0 and math.isfinite(minutes)):
         raise ValueError(f"--minutes must be > 0 and finite, got {minutes}")
@@ -328,7 +324,6 @@ def train_ray(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: s
         raise ValueError(f"--out {out}: exists and is not a folder")
     torch.set_num_threads(1)
     source, generator = _source(config, scenarios, use_generator)
-    from .agent import make_env
 
     spec = ObsSpec.from_env(make_env(first_scenario(source), config))
     ray = runner._ray
@@ -339,7 +334,7 @@ def train_ray(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: s
             raise ValueError(f"--ray-actors {actors}: the Ray cluster has {cpus:g} CPUs, and the actors and "
                              f"the learner need {actors + 1} (one each)")
         return _run(ray, config, scenarios, source, generator, spec, out, minutes, seed, use_generator, progress,
-                    actors, address, _Log)
+                    actors, address, JsonLog)
     finally:
         if started:
             ray.shutdown()

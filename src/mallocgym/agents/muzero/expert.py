@@ -41,8 +41,11 @@ from .config import MuZeroConfig
 from .learner import Learner, _ce, consistency_gap, consistency_targets
 from .mcts import NetworkModel
 from .networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors, scale_gradient
+from .game import make_env
+from .labels import ExpertRecord, label_game
 from .replay import GameRecord, Replay, obs_arrays
-from .simsearch import ExpertRecord, SimulatorSearch
+from .simsearch import SimulatorSearch
+from .v1 import label_game_v1
 
 __all__ = ["POSITIVE_RESIDUAL", "position_weight", "ExpertReplay", "ExpertLearner", "ExpertActor", "ExpertGame",
            "expert_loss", "TrajectoryReplay", "dynamics_loss", "AdvantageModel"]
@@ -322,7 +325,7 @@ class ExpertLearner(Learner):
         """One update on a batch of ``train.batch_size`` positions; returns the loss parts.
         With ``train.dynamics_weight > 0`` and a non-empty ``trajectories``, the update adds
         that weight x :func:`dynamics_loss` on ``batch_size`` trajectory positions drawn
-        uniformly (without, e.g. in per-program finetuning, the dynamics are not updated)."""
+        uniformly (without, the dynamics are not updated)."""
         t = self.config.train
         self.net.train()
         total, parts = expert_loss(self.net, replay.batch(replay.sample(t.batch_size, self.rng)), self.config)
@@ -370,8 +373,6 @@ class ExpertActor:
     labelled game (:func:`~.labels.label_game`, no search), played whole in one :meth:`step`."""
 
     def __init__(self, config: MuZeroConfig, source, rng: np.random.Generator, model):
-        from .agent import make_env
-
         self.config = config
         self.source = source
         self.rng = rng
@@ -407,11 +408,14 @@ class ExpertActor:
         if self.search is None:
             self.start()
         if self.label:
-            from .labels import label_game
-
-            # train.dynamics_weight > 0: the played trajectory too (the same draws from rng)
+            # train.dynamics_weight > 0 (v0): the played trajectory too (the same draws from rng)
             keep = self.config.train.dynamics_weight > 0
-            records, ret, xla_return, *trajectory = label_game(self.scenario, self.config, self.rng, trajectory=keep)
+            if self.config.env.game == "v1":
+                records, ret, xla_return = label_game_v1(self.scenario, self.config, self.rng)
+                trajectory = []
+            else:
+                records, ret, xla_return, *trajectory = label_game(self.scenario, self.config, self.rng,
+                                                                   trajectory=keep)
             self.labelled_games += 1
             self.label = False
             return records, self.heldout, ExpertGame(self.scenario.name, len(records), ret, xla_return, self.heldout,

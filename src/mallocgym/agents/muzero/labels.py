@@ -33,7 +33,7 @@ The rules that use the network's advantage head:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -43,10 +43,60 @@ from ...scenarios import Scenario
 from ..search import CompletionScorer
 from .config import MuZeroConfig
 from .mcts import effective_legal, xla_move
+from .game import make_env
 from .networks import OBS_KEYS, stack_obs
-from .simsearch import ExpertRecord, expert_targets
 
-__all__ = ["base_move", "label_targets", "label_game", "predicted_gain", "policy_move", "LabelledTrajectory"]
+__all__ = ["ExpertRecord", "expert_targets", "base_move", "label_targets", "label_game", "predicted_gain",
+           "policy_move", "LabelledTrajectory"]
+
+
+class ExpertRecord(NamedTuple):
+    """One version-2 training position (:func:`expert_targets`): the observation (one row per
+    key of :data:`~.networks.OBS_KEYS`), the legal actions ``bool[A]``, the improved policy
+    ``float32[A]``, the residual (a float) and the advantages ``float32[A]`` (NaN: illegal)."""
+
+    obs: dict
+    legal: np.ndarray
+    policy: np.ndarray
+    residual: float
+    advantage: np.ndarray
+
+
+def expert_targets(*, num_actions: int, actions: np.ndarray, base: int, final: float, best: float,
+                   child_finals: np.ndarray, policy: np.ndarray,
+                   residual_scale: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Version-2 targets of an expanded position: ``(legal bool[A], policy float32[A], residual,
+    advantage float32[A])``.
+
+    Args:
+      actions: the legal env actions (the node's children, in order); ``base``: XLA-like's one.
+      final: XLA-like's completion time from the position; ``best``: the best completion time
+        found below it (the search's best-value backup; ``best <= final``).
+      child_finals: XLA-like's completion time after each legal action (``child_finals`` of
+        ``base`` is ``final``).
+      policy: the improved policy over ``actions`` (:func:`.simsearch.improved_policy`).
+
+    ``residual = residual_scale * (final - best) / final >= 0`` and ``advantage[a] =
+    residual_scale * (final - child_finals[a]) / final`` (0 for ``base``; the residual is at
+    least every advantage).
+    """
+    actions = np.asarray(actions, np.int64)
+    child_finals = np.asarray(child_finals, np.float64)
+    if not (final > 0 and best <= final * (1 + 1e-12)):
+        raise ValueError(f"expert targets need 0 < best <= final, got best {best!r}, final {final!r}")
+    if len(actions) != len(child_finals) or len(actions) != len(policy):
+        raise ValueError("actions, child_finals and policy must have one entry per legal action")
+    legal = np.zeros(num_actions, bool)
+    legal[actions] = True
+    pi = np.zeros(num_actions, np.float32)
+    pi[actions] = policy
+    advantage = np.full(num_actions, np.nan, np.float32)
+    advantage[actions] = residual_scale * (final - child_finals) / final
+    base_index = np.flatnonzero(actions == base)
+    if base_index.size:
+        advantage[base] = 0.0
+    residual = max(0.0, residual_scale * (final - best) / final)
+    return legal, pi, residual, advantage
 
 
 @dataclass
@@ -144,17 +194,12 @@ def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generato
                trajectory: bool = False) -> tuple[list[ExpertRecord], float, float]:
     """One labelled game (module docstring): ``(records, return, XLA-like's return)``, returns
     normalised (``1 - time / all-slow time``). Draws the env seed, the positions labelled and
-    the exploring moves from ``rng``. A MallocGame-v1 config plays :func:`.v1.label_game_v1`.
-    ``trajectory=True`` (v0 only) returns the played game too, a fourth item
+    the exploring moves from ``rng``. MallocGame-v0 only (v1: :func:`.v1.label_game_v1`).
+    ``trajectory=True`` returns the played game too, a fourth item
     (:class:`LabelledTrajectory`); the draws from ``rng`` are the same."""
-    if trajectory and config.env.game != "v0":
-        raise ValueError("a labelled game's trajectory is recorded on MallocGame-v0 only")
-    if config.env.game == "v1":
-        from .v1 import label_game_v1
-
-        return label_game_v1(scenario, config, rng)
-    from .agent import make_env
-
+    if config.env.game != "v0":
+        raise ValueError("label_game plays MallocGame-v0; a MallocGame-v1 config is labelled by "
+                         "mallocgym.agents.muzero.v1.label_game_v1")
     t = config.train
     env = make_env(scenario, config).unwrapped
     obs, _ = env.reset(seed=int(rng.integers(2**31)))

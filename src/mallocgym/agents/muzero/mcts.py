@@ -20,12 +20,11 @@ import numpy as np
 import torch
 
 from . import tree as T
-from .config import ENSEMBLE_RULES, SearchConfig
+from .config import SearchConfig
 from .networks import MuZeroNet, obs_to_tensors
 
 __all__ = ["LatentModel", "NetworkModel", "SearchResult", "considered_visit_sequence", "run_search",
-           "prepare_roots", "search_params", "play", "finish", "effective_legal", "xla_move", "keep_xla_move",
-           "check_ensemble", "ensemble_move", "BENEFIT_NOW"]
+           "prepare_roots", "search_params", "play", "finish", "effective_legal", "xla_move", "BENEFIT_NOW"]
 
 # index of "benefit now / largest single-buffer benefit" in obs["buffer"] (features.BUFFER_FEATURES)
 BENEFIT_NOW = 5
@@ -237,54 +236,6 @@ def xla_move(legal: np.ndarray) -> int:
     """XLA-like's move among the search's legal actions (``effective_legal``): the best-fit
     candidate (action 0) when it is legal, else skip (the last action)."""
     return 0 if legal[0] else len(legal) - 1
-
-
-def keep_xla_move(result: SearchResult, legal: np.ndarray, margin: float) -> np.ndarray:
-    """``int[B]``: each game's search move, or XLA-like's move (:func:`xla_move`) where the search
-    left it without evidence: unless both moves were visited at the root and the search's has a
-    root Q higher by more than ``margin`` (value units). ``margin = 0`` returns the search's moves."""
-    action = np.asarray(result.action).copy()
-    if margin <= 0:
-        return action
-    for i in range(action.shape[0]):
-        base, a = xla_move(legal[i]), int(action[i])
-        if a == base:
-            continue
-        visited = result.visits[i, a] > 0 and result.visits[i, base] > 0
-        if not (visited and result.q[i, a] > result.q[i, base] + margin):
-            action[i] = base
-    return action
-
-
-def check_ensemble(rule: str, margin: float) -> None:
-    """Raise ``ValueError`` unless ``rule`` and the departure ``margin`` can combine the moves of
-    an ensemble of two or more members (:func:`ensemble_move`)."""
-    if rule not in ENSEMBLE_RULES:
-        raise ValueError(f"unknown ensemble rule {rule!r}; expected one of {ENSEMBLE_RULES}")
-    if rule == "mean" and margin > 0:
-        raise ValueError("the departure margin (keep=X) combines with ens=agree, not ens=mean")
-
-
-def ensemble_move(results: Sequence[SearchResult], legal: np.ndarray, *, rule: str, margin: float) -> np.ndarray:
-    """``int[B]``: the moves of an ensemble whose members each searched the same ``B`` positions
-    (``results``, one per member; ``legal``: the positions' ``effective_legal``).
-
-    ``"mean"``: the legal action with the highest mean search policy over the members (the
-    lowest index on ties); ``margin`` must be 0. ``"agree"``: each member's move after
-    :func:`keep_xla_move` with ``margin``; where they all agree, that move, else XLA-like's
-    (:func:`xla_move`). One member: its :func:`keep_xla_move`, whatever the rule.
-    """
-    if not results:
-        raise ValueError("an ensemble needs at least one member's search result")
-    if len(results) == 1:
-        return keep_xla_move(results[0], legal, margin)
-    check_ensemble(rule, margin)
-    if rule == "mean":
-        policy = np.mean([np.asarray(r.policy, np.float64) for r in results], axis=0)
-        return np.argmax(np.where(legal, policy, -np.inf), axis=1)
-    moves = np.stack([keep_xla_move(r, legal, margin) for r in results])
-    base = np.array([xla_move(row) for row in legal], np.int64)
-    return np.where((moves == moves[0]).all(axis=0), moves[0], base)
 
 
 def play(model: NetworkModel, obs: dict[str, np.ndarray], *, config: SearchConfig, num_simulations: int,

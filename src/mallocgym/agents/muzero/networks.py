@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from .config import NetworkConfig
 from .transforms import Support
 
@@ -65,8 +66,6 @@ class ObsSpec:
         u = env.unwrapped
         space = u.observation_space
         if "actions" in space.spaces:  # MallocGame-v1
-            from .v1 import obs_spec_v1
-
             return obs_spec_v1(env)
         k = int(u.action_space.n) - 1
         n_next = int(u.n_next)
@@ -84,6 +83,16 @@ class ObsSpec:
     def num_actions(self) -> int:
         """``K + 1`` (the candidates and skip; v1: ``K``, every action a row)."""
         return self.k if self.game == "v1" else self.k + 1
+
+
+def obs_spec_v1(env) -> ObsSpec:
+    """The network's view of a MallocGame-v1 env's observation (:mod:`.v1`): one pointer row per
+    action, the buffer vector v1's buffer and segment features joined."""
+    u = env.unwrapped
+    return ObsSpec(k=int(u.action_space.n), candidate_dim=len(ACTION_FEATURES),
+                   buffer_dim=len(BUFFER_FEATURES) + len(SEGMENT_FEATURES), n_next=int(u.n_next),
+                   next_dim=len(NEXT_FEATURES), memory_dim=int(np.prod(u.observation_space["memory"].shape)),
+                   progress_dim=len(PROGRESS_FEATURES), game="v1")
 
 
 def stack_obs(observations: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ import numpy as np
 from ... import sim
 from ...scenarios import Scenario
 from ..search import CompletionScorer
-from .agent import make_env
+from .game import make_env
 from .config import MuZeroConfig
 from .mcts import NetworkModel, effective_legal, play, xla_move
 from .networks import OBS_KEYS, stack_obs

@@ -43,19 +43,12 @@ network.
   ``value_mix = 1`` the network is never called: nothing it returns could change the search.
 - **A per-game wall budget** (``deadline``): the clock is read before every expansion; once the
   deadline has passed the search stops and the rest of the game follows the incumbent. The game
-  thus ends within the budget plus one expansion's time. With ``simulator.pace`` the search
-  spends the budget instead of ending early: a searched move goes on past ``num_simulations``
-  while its share of the time left (:meth:`SimulatorSearch.allowance`) is not used up.
+  thus ends within the budget plus one expansion's time.
 - **Version-2 networks** (``network.version = 2``, expert iteration: :mod:`.expert`): a new
   position's value is its exact XLA-like completion plus the network's predicted residual (the
   time the best completion below it saves, in ``network.residual_scale`` units), and with
   ``harvest=True`` every expanded position with a choice becomes a training record
-  (:meth:`SimulatorSearch.harvest`, :func:`expert_targets`) once the game leaves its subtree.
-- **The width** (``simulator.width >= 2``): an expansion creates only XLA-like's move and the
-  ``width - 1`` moves the network ranks highest (:meth:`SimulatorSearch.widest`), so an
-  expansion costs up to ``width - 1`` completions instead of one per legal move and the same
-  time buys a deeper tree. Every completion still starts from a created position and follows
-  XLA-like's moves, which are always created, so the incumbent stays below the root.
+  (:meth:`SimulatorSearch.harvest`, :func:`~.labels.expert_targets`) once the game leaves its subtree.
 - **The gate** (``simulator.gate >= 0``, version 2; issue 18, step 4: search where it pays):
   before an unexpanded root is searched, the network's predicted gain there
   (:func:`~.labels.predicted_gain`: its best predicted advantage over XLA-like's move) is read
@@ -63,32 +56,25 @@ network.
   the game follows the incumbent's move without expanding or completing anything (the new
   root's own XLA-like completion is computed only if it is searched later). Forced positions
   are followed too. The incumbent stays below the root, so the game still ends at it.
-
-:func:`simulator_search` is the older batched form over the numba trees of :mod:`.tree`
-(``B`` games, one env step and one network call per simulation, no subtree reuse): kept for the
-throughput benchmark (``tests/benchmarks/test_mcts_speed.py``); the agent plays
-:class:`SimulatorSearch`.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ... import sim
 from ...features import v0 as features
 from ...heuristics import complete, decide
-from ..search import pace_allowance
-from . import tree as T
 from .config import MuZeroConfig, SimulatorConfig
-from .mcts import NetworkModel, SearchResult, effective_legal, finish, prepare_roots, search_params
-from .networks import OBS_KEYS, stack_obs
+from .labels import ExpertRecord, expert_targets, predicted_gain
+from .mcts import NetworkModel
+from .networks import OBS_KEYS
 
-__all__ = ["bounded_logits", "rank_moves", "greedy_return_to_go", "improved_policy", "expert_targets", "ExpertRecord",
-           "SimulatorSearch", "simulator_search"]
+__all__ = ["bounded_logits", "improved_policy", "SimulatorSearch"]
 
 
 def bounded_logits(logits: np.ndarray, legal: np.ndarray, *, temperature: float, max_lead: float) -> np.ndarray:
@@ -144,75 +130,6 @@ def improved_policy(prior: np.ndarray, counts: np.ndarray, q: np.ndarray, *, c_v
     return pi / pi.sum()
 
 
-class ExpertRecord(NamedTuple):
-    """One version-2 training position (:func:`expert_targets`): the observation (one row per
-    key of :data:`~.networks.OBS_KEYS`), the legal actions ``bool[A]``, the improved policy
-    ``float32[A]``, the residual (a float) and the advantages ``float32[A]`` (NaN: illegal)."""
-
-    obs: dict
-    legal: np.ndarray
-    policy: np.ndarray
-    residual: float
-    advantage: np.ndarray
-
-
-def expert_targets(*, num_actions: int, actions: np.ndarray, base: int, final: float, best: float,
-                   child_finals: np.ndarray, policy: np.ndarray,
-                   residual_scale: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """Version-2 targets of an expanded position: ``(legal bool[A], policy float32[A], residual,
-    advantage float32[A])``.
-
-    Args:
-      actions: the legal env actions (the node's children, in order); ``base``: XLA-like's one.
-      final: XLA-like's completion time from the position; ``best``: the best completion time
-        found below it (the search's best-value backup; ``best <= final``).
-      child_finals: XLA-like's completion time after each legal action (``child_finals`` of
-        ``base`` is ``final``).
-      policy: the improved policy over ``actions`` (:func:`improved_policy`).
-
-    ``residual = residual_scale * (final - best) / final >= 0`` and ``advantage[a] =
-    residual_scale * (final - child_finals[a]) / final`` (0 for ``base``; the residual is at
-    least every advantage).
-    """
-    actions = np.asarray(actions, np.int64)
-    child_finals = np.asarray(child_finals, np.float64)
-    if not (final > 0 and best <= final * (1 + 1e-12)):
-        raise ValueError(f"expert targets need 0 < best <= final, got best {best!r}, final {final!r}")
-    if len(actions) != len(child_finals) or len(actions) != len(policy):
-        raise ValueError("actions, child_finals and policy must have one entry per legal action")
-    legal = np.zeros(num_actions, bool)
-    legal[actions] = True
-    pi = np.zeros(num_actions, np.float32)
-    pi[actions] = policy
-    advantage = np.full(num_actions, np.nan, np.float32)
-    advantage[actions] = residual_scale * (final - child_finals) / final
-    base_index = np.flatnonzero(actions == base)
-    if base_index.size:
-        advantage[base] = 0.0
-    residual = max(0.0, residual_scale * (final - best) / final)
-    return legal, pi, residual, advantage
-
-
-def rank_moves(score: np.ndarray, actions: np.ndarray, base: int) -> list[int]:
-    """The indices into ``actions`` (legal env actions, ascending) in the network's order: the
-    base move ``base`` (XLA-like's) first, then the others by ``score`` (one entry per env
-    action: the advantage head's, or the policy logits), highest first, the lower action first
-    on ties. ``simulator.width`` keeps the first ``width``; ``tree=uct`` tries them in this
-    order (:mod:`.ordered`)."""
-    actions = np.asarray(actions, np.int64)
-    ranked = np.lexsort((actions, -np.asarray(score, np.float64)[actions])).tolist()
-    return [int(np.flatnonzero(actions == base)[0])] + [i for i in ranked if actions[i] != base]
-
-
-def greedy_return_to_go(env, snapshot) -> float:
-    """Normalised return XLA-like would still collect from ``snapshot`` (exact, numba)."""
-    st = env.unwrapped.static
-    state = sim.copy_state(snapshot.sim_state)
-    now = float(state.totals[sim.TIME])
-    final = sim.run_greedy(st, state, True)
-    return (now - final) / float(st.params[sim.TIME_ALL_SLOW])
-
-
 # ------------------------------------------------------------------------------ the game search
 class _Node:
     """A position of the game: its simulator state, occupancy image (when the network reads
@@ -266,9 +183,6 @@ class SimulatorSearch:
         self.k = int(u.k)
         self.n = int(st.size.shape[0])
         sc: SimulatorConfig = config.simulator
-        if sc.tree != "gumbel":
-            raise ValueError(f"SimulatorSearch plays simulator.tree = gumbel, got {sc.tree!r} (tree = uct is "
-                             "mallocgym.agents.muzero.ordered, played by muzero-sim:DIR,tree=uct)")
         self.num_simulations = int(num_simulations)
         self.prune = config.search.prune_no_benefit
         self.mix = sc.value_mix
@@ -280,16 +194,9 @@ class SimulatorSearch:
         self.residual_scale = config.network.residual_scale
         self.uses_network = self.max_lead > 0 or self.mix < 1 or self.residual
         self.gate = sc.gate if sc.gate >= 0 else None
-        self.width = sc.width
         if self.gate is not None and not self.residual:
             raise ValueError("simulator.gate needs a version-2 network (its advantage head predicts the gain)")
         self.records: list[ExpertRecord] | None = [] if harvest else None
-        if harvest and sc.then != "none":
-            raise ValueError("simulator.then is a second search the agent runs after this one; a harvesting "
-                             "search (training, finetuning) plays this one only (then = none)")
-        if harvest and self.width:
-            raise ValueError("simulator.width expands only some moves: training positions need every legal "
-                             "move's completion (width = 0 when harvesting)")
         if harvest and not self.uses_network:
             raise ValueError("harvesting training positions needs the network's observations (a version-2 "
                              "network, or max_logit_lead > 0)")
@@ -298,10 +205,6 @@ class SimulatorSearch:
                              "but was given no model")
         self.model = model if self.uses_network else None
         self.deadline, self.clock = deadline, clock
-        self.pace, self.pace_by = sc.pace, sc.pace_by
-        if self.pace and deadline is None:
-            raise ValueError("simulator.pace spends a wall budget: give the search a deadline "
-                             "(muzero-sim:DIR,pace=1,budget_s=S or the harness's --budget-s)")
         self.exhausted = False
         # counters (reported in the solution's info)
         self.simulations = 0
@@ -310,7 +213,6 @@ class SimulatorSearch:
         self.network_calls = 0
         self.searched_moves = 0
         self.gated_moves = 0   # moves with a choice that the gate left unsearched
-        self.moves_made = 0    # every move() call (pace: the share of them that is searched)
         # scratch
         self.work = sim.copy_state(u.sim_state)
         self.scratch = features.make_scratch(self.n, self.k)
@@ -417,9 +319,6 @@ class SimulatorSearch:
         actions, base, offsets = self.legal_actions(node.state)
         if self.uses_network and node.raw_logits is None and len(actions) > 1:
             self.evaluate([node], values=False)   # a root, or a child created without a prior
-        if self.width and len(actions) > self.width:
-            keep = self.widest(node, actions, base)
-            actions, offsets = actions[keep], offsets[keep]
         b = st.order[node.state.counters[sim.STEP]]
         children = []
         for a, off in zip(actions.tolist(), offsets.tolist()):
@@ -454,19 +353,6 @@ class SimulatorSearch:
             p.total += total
             if best < p.best:
                 p.best = best
-
-    def widest(self, node: _Node, actions: np.ndarray, base: int) -> np.ndarray:
-        """``simulator.width``: the indices into ``actions`` of the moves :meth:`expand` creates:
-        XLA-like's move ``base`` and the ``width - 1`` others the network ranks highest (a
-        version-2 network's advantage head, else its policy logits; by action on ties, and
-        the lowest actions when the network is not called), in ``actions``' order."""
-        if node.advantage is not None:
-            score = node.advantage
-        elif node.raw_logits is not None:
-            score = node.raw_logits
-        else:
-            score = np.zeros(self.k + 1)
-        return np.sort(np.array(rank_moves(score, actions, base)[:self.width]))
 
     def select_child(self, node: _Node) -> int:
         """The index of the child to descend into (the module docstring's rule)."""
@@ -540,7 +426,6 @@ class SimulatorSearch:
         through (so that the incumbent stays below the root), then the most evaluated, then
         XLA-like's move, then the lowest action."""
         actions, base, offsets = self.legal_actions(node.state)
-        offsets = offsets[np.searchsorted(actions, node.actions)]   # the children's (width: some moves)
         chosen = self.best_offsets[self.st.order[node.state.counters[sim.STEP]]]
         key = [(c.best, offsets[i] != chosen, -c.visits, node.actions[i] != base, i)
                for i, c in enumerate(node.children)]
@@ -561,7 +446,6 @@ class SimulatorSearch:
         root = self.root
         if root.terminal:
             raise RuntimeError("the game is over: no move to make")
-        self.moves_made += 1
         if self.gate is not None and not self.exhausted and root.actions is None and self.passes_gate(root):
             return self.follow_incumbent()
         if not self.exhausted and root.actions is None and not self._out_of_time():
@@ -581,42 +465,19 @@ class SimulatorSearch:
             return action
         if len(root.children) > 1:
             self.searched_moves += 1
-            self._simulations(self.allowance() if self.pace else 0.0)
+            for _ in range(self.num_simulations):
+                if not self.simulate():
+                    break
         index = self.best_child(root)
         if self.records is not None:
             self.harvest(root, index)
         self.root = root.children[index]
         return int(root.actions[index])
 
-    def allowance(self) -> float:
-        """Seconds the current searched move may take with ``simulator.pace``: the time left to
-        the deadline divided by the searched moves expected from here on, this one included:
-        the buffers still to place (this one included) times the fraction of the moves so far
-        that were searched (this one counted in both; forced and gated moves are not searched)."""
-        return pace_allowance(self.deadline - self.clock(), self.n - int(self.root.state.counters[sim.STEP]),
-                              self.searched_moves, self.moves_made, by_length=self.pace_by == "length")
-
-    def _simulations(self, allowance: float) -> None:
-        """``num_simulations`` simulations (fewer once out of time), then, with ``simulator.pace``,
-        more while ``allowance`` seconds (:meth:`allowance`, read at the start of the move) are
-        not spent; the extra ones stop at the first simulation that expands nothing (it reached
-        a finished game: the tree below may be exhausted). Allowance 0: exactly the fixed count."""
-        start = self.clock()
-        done = 0
-        while done < self.num_simulations or self.clock() - start < allowance:
-            before = self.expansions
-            if not self.simulate():
-                return
-            done += 1
-            if done > self.num_simulations and self.expansions == before:
-                return
-
     def passes_gate(self, root: _Node) -> bool:
         """Whether the gate (``simulator.gate``) leaves the unexpanded ``root`` unsearched: a forced
         position, or one where the network's predicted gain (:func:`~.labels.predicted_gain`, one
         network call unless ``root`` was already evaluated) is at most the gate."""
-        from .labels import predicted_gain
-
         actions, base, _ = self.legal_actions(root.state)
         if len(actions) < 2:
             return True
@@ -652,75 +513,3 @@ class SimulatorSearch:
         return {"simulations_run": self.simulations, "expansions": self.expansions, "completions": self.completions,
                 "network_calls": self.network_calls, "searched_moves": self.searched_moves,
                 "gated_moves": self.gated_moves, "budget_exhausted": self.exhausted}
-
-
-# ------------------------------------------------------------------------------ batched (numba trees)
-def _evaluate(model: NetworkModel, envs, snapshots, obs_list, config: MuZeroConfig):
-    """Values (network mixed with XLA-like completion, scaled units) and bounded logits of positions."""
-    obs = stack_obs(obs_list)
-    values, logits, _ = model.root(obs)
-    mix = config.simulator.value_mix
-    if mix > 0:
-        scale = config.network.reward_scale
-        rollout = np.array([greedy_return_to_go(env, s) * scale for env, s in zip(envs, snapshots)])
-        values = (1.0 - mix) * values + mix * rollout
-    legal = effective_legal(obs, prune_no_benefit=config.search.prune_no_benefit)
-    sc = config.simulator
-    logits = np.stack([bounded_logits(lg, lgl, temperature=sc.prior_temperature, max_lead=sc.max_logit_lead)
-                       for lg, lgl in zip(logits, legal)])
-    logits[~legal] = 0.0   # the trees' masks exclude them; keep the arrays finite
-    return values, logits, legal
-
-
-def simulator_search(model: NetworkModel, envs: Sequence, *, config: MuZeroConfig, num_simulations: int,
-                     rngs: Sequence[np.random.Generator] | None = None) -> SearchResult:
-    """Search the current positions of ``envs`` (unwrapped MallocGame envs, one per game) on the
-    exact simulator over the numba trees of :mod:`.tree` (one env step per game and one network
-    call per simulation; leaf values mixed by ``value_mix``, priors bounded by
-    :func:`bounded_logits`). The envs end where they started (their snapshots are restored).
-    The agent plays :class:`SimulatorSearch`; this batched form serves the throughput benchmark."""
-    batch = len(envs)
-    num_actions = int(envs[0].unwrapped.action_space.n)
-    scale = config.network.reward_scale
-    roots = [env.unwrapped.clone_state() for env in envs]
-    values, logits, legal = _evaluate(model, envs, roots, [env.unwrapped.observation() for env in envs], config)
-    tree = T.new_tree(batch, num_simulations + 1, num_actions, num_simulations, search_params(config.search))
-    prepare_roots(tree, values=values, logits=logits, legal=legal, config=config.search,
-                  num_simulations=num_simulations, rngs=rngs)
-    snapshots: list[list] = [[r] for r in roots]
-    nodes = np.zeros(batch, np.int64)
-    actions = np.zeros(batch, np.int64)
-    children = np.zeros(batch, np.int64)
-    for s in range(num_simulations):
-        T.select(tree, s, nodes, actions)
-        rewards = np.zeros(batch)
-        terminal = np.zeros(batch, np.uint8)
-        new_values = np.zeros(batch)
-        new_logits = np.zeros((batch, num_actions))
-        new_legal = np.zeros((batch, num_actions), np.uint8)
-        pending, pending_obs, pending_snaps = [], [], []
-        for b, env in enumerate(envs):
-            if actions[b] < 0:
-                continue
-            u = env.unwrapped
-            u.restore_state(snapshots[b][nodes[b]])
-            obs, reward, done, _, _ = u.step(int(actions[b]))
-            snap = u.clone_state()
-            snapshots[b].append(snap)
-            rewards[b] = reward * scale
-            terminal[b] = done
-            if done:
-                new_legal[b, -1] = 1
-            else:
-                pending.append(b)
-                pending_obs.append(obs)
-                pending_snaps.append(snap)
-        if pending:
-            v, lg, lgl = _evaluate(model, [envs[b] for b in pending], pending_snaps, pending_obs, config)
-            new_values[pending] = v
-            new_logits[pending] = lg
-            new_legal[pending] = lgl
-        T.expand(tree, nodes, actions, rewards, new_values, new_logits, new_legal, terminal, children)
-    for env, root in zip(envs, roots):
-        env.unwrapped.restore_state(root)
-    return finish(tree, config=config.search, rngs=rngs)

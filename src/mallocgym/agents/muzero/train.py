@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from collections import deque
@@ -35,36 +34,17 @@ from ..._validate import read_json
 from ...scenarios import Scenario, resolve, suite
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .config import MuZeroConfig
+from .game import make_env
 from .learner import Learner
 from .mcts import NetworkModel
 from .networks import MuZeroNet, ObsSpec
 from .replay import Replay, nstep_returns
+from .runlog import DYNAMICS_EVAL_POSITIONS, EVAL_POSITIONS, HELDOUT_POSITIONS, JsonLog, game_stats
 from .selfplay import ScenarioSource, SelfPlay, make_generator
 
 __all__ = ["train", "main", "build_parser"]
 
 MAX_SEED = 2**32 - 1
-HELDOUT_POSITIONS = 16_384   # version 2: the latest held-out positions kept for the error log
-EVAL_POSITIONS = 2_048       # ... of which (and of the replay's) this many are scored per log line
-DYNAMICS_EVAL_POSITIONS = 256   # train.dynamics_weight > 0: trajectory positions unrolled per log line, each set
-
-
-class _Log:
-    """Appends JSON lines to ``DIR/log.jsonl``: each line is written whole, flushed and synced
-    before ``write`` returns, so a killed run keeps every line it logged."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def write(self, record: dict) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"  # serialise first: no half line on error
-        with open(self.path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-
 def _resume_weights(payload: dict, spec, net, learner) -> None:
     """Load a resumed run's network and optimiser, refusing one trained on other observations."""
     if payload["spec"] != spec:
@@ -150,7 +130,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     out.mkdir(parents=True, exist_ok=True)  # the first write into the run folder
     with atomic_write(out / "config.json") as handle:
         handle.write(config.to_json() + "\n")
-    log = _Log(out / "log.jsonl")
+    log = JsonLog(out / "log.jsonl")
     log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes,
                "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
                "parameters": sum(p.numel() for p in net.parameters()), **counters})
@@ -240,7 +220,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     generator = (make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
                  if use_generator else None)
     source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
-    from .agent import make_env
     from .expert import POSITIVE_RESIDUAL, ExpertActor, ExpertLearner, ExpertReplay, finite_mean
 
     first = source.scenarios[0] if source.scenarios else source.generator(np.random.default_rng(0))
@@ -264,7 +243,7 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "config.json") as handle:
         handle.write(config.to_json() + "\n")
-    log = _Log(out / "log.jsonl")
+    log = JsonLog(out / "log.jsonl")
     log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes, "version": 2,
                "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
                "parameters": sum(p.numel() for p in net.parameters()), **counters})
@@ -362,20 +341,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
         summary["interrupted"] = True
     log.write({"event": "end", **summary})
     return summary
-
-
-def game_stats(played, taught) -> dict:
-    """The log line's game statistics: mean returns of the ``played`` games (the search's own)
-    and how often they and the ``taught`` ones (the teacher's) beat XLA-like."""
-    out: dict = {}
-    if played:
-        out["return_mean"] = float(np.mean([e.ret for e in played]))
-        out["xla_return_mean"] = float(np.mean([e.xla_return for e in played]))
-        out["beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in played]))
-    if taught:
-        out["teacher_games"] = len(taught)
-        out["teacher_beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in taught]))
-    return out
 
 
 def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:

@@ -39,18 +39,15 @@ import gymnasium as gym
 import numpy as np
 
 from ...features import v1 as v1_obs
-from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
 from ...features import v1 as v1_obs
-from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROGRESS_FEATURES, SEGMENT_FEATURES
 from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
-from .labels import label_decision, policy_move, predicted_gain
-from .networks import ObsSpec, stack_obs
-from .simsearch import ExpertRecord
+from .labels import ExpertRecord, label_decision, policy_move, predicted_gain
+from .networks import ObsSpec, obs_spec_v1, stack_obs
 
 __all__ = ["ENV_ID", "FAST_BRANCH", "make_env_v1", "obs_spec_v1", "adapt_obs", "branch_mask", "Completions",
            "label_game_v1", "play_v1", "network_advantage", "check_v1_agent"]
@@ -65,15 +62,6 @@ AdvantageFn = Callable[[object, dict, np.ndarray, int], np.ndarray]
 def make_env_v1(scenario: Scenario, config: MuZeroConfig):
     """A MallocGame-v1 env for ``scenario`` with the config's env settings."""
     return gym.make(ENV_ID, workload=scenario, **config.env.make_kwargs())
-
-
-def obs_spec_v1(env) -> ObsSpec:
-    """The network's view of a MallocGame-v1 env's observation (module docstring)."""
-    u = env.unwrapped
-    return ObsSpec(k=int(u.action_space.n), candidate_dim=len(ACTION_FEATURES),
-                   buffer_dim=len(BUFFER_FEATURES) + len(SEGMENT_FEATURES), n_next=int(u.n_next),
-                   next_dim=len(NEXT_FEATURES), memory_dim=int(np.prod(u.observation_space["memory"].shape)),
-                   progress_dim=len(PROGRESS_FEATURES), game="v1")
 
 
 def adapt_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -172,19 +160,18 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
 def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None) -> None:
     """Refuse what a v1 checkpoint cannot play (one ``ValueError``): only the policy
     (``muzero-pol``) and the gated search (``muzero-sim``, ``gate=G``), and none of the tree
-    search's settings (``sims=``, ``mix=``, ``lead=``, ``ptemp=``, ``pace=``, ``width=``, ``tree=``,
-    ``then=``), which v1's one-step search has no use for."""
+    search's settings (``sims=``, ``simulator.value_mix`` and the prior's), which v1's one-step
+    search has no use for."""
     if mode not in ("policy", "simulator"):
         raise ValueError("a MallocGame-v1 checkpoint plays the policy alone (muzero-pol:DIR[,margin=X]) or the "
                          "gated search (muzero-sim:DIR[,gate=G])")
     if mode == "simulator":
         sim, default = config.simulator, SimulatorConfig()
-        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale", "pace", "pace_by", "width",
-                 "tree", "then", "then_share")
+        names = ("value_mix", "max_logit_lead", "prior_temperature", "c_visit", "c_scale")
         changed = [name for name in names if getattr(sim, name) != getattr(default, name)]
         if num_simulations is not None or changed:
             raise ValueError("on MallocGame-v1 muzero-sim scores each position the gate passes exactly (one rollout "
-                             "step, no tree): sims=, mix=, lead=, ptemp=, pace=, width=, tree= and then= do not apply")
+                             "step, no tree): sims= and the tree search's settings do not apply")
 
 
 def network_advantage(model) -> AdvantageFn:
