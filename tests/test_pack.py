@@ -207,6 +207,38 @@ def test_agent_on_a_contended_program_is_valid_bounded_and_not_worse_than_xla():
     assert solution.info["saving"] <= solution.info["saving_bound"]
 
 
+@pytest.mark.parametrize("time_limit_s", [1e-6, 0.5])
+def test_pack_is_never_below_the_best_greedy_mapping(time_limit_s):
+    """A planted 64-buffer program (seed 6) in 15/16 of the memory it was cut for: not
+    everything fits, first fit places 92.1 % of the bytes, XLA-like and best fit 90.9 %. With
+    1 us the search alone ends before its first node (nothing placed), so ``pack`` must return
+    its starting mapping, which is the best greedy one (first fit's), not XLA-like's."""
+    from mallocgym.agents.exact import build_problem
+    from mallocgym.agents.pack import GREEDY, _values
+    from mallocgym.heuristics import HEURISTICS
+
+    base, _ = planted(6, n_buffers=64)
+    hw = base.hardware.with_capacity(base.hardware.fast_capacity * 15 // 16)
+    scenario = Scenario("planted-6", base.workload, hw)
+    w = scenario.workload
+    greedy = {name: evaluate(w, HEURISTICS[name](scenario), hw) for name in GREEDY}
+    assert greedy["first-fit"].placed_bytes_fraction > greedy["xla"].placed_bytes_fraction + 0.01
+    assert greedy["first-fit"].time < min(greedy["xla"].time, greedy["best-fit"].time)
+    if time_limit_s < 1e-3:  # the search alone (no starting mapping) places nothing in that time
+        problem = build_problem(scenario, 1 << 30)
+        lin, gains, _ = _values(problem)
+        ids = problem.buffers
+        _, value, _, proven, _ = P.maximise_parts(
+            w.start[ids].astype(np.int64), w.end[ids].astype(np.int64), problem.length.astype(np.int64),
+            int(problem.capacity_units), problem.max_offset.astype(np.int64), lin, gains, time_limit_s=time_limit_s)
+        assert value == 0 and not proven
+    solution = solve_pack(scenario, PackConfig(time_limit_s=time_limit_s, knapsack_s=0, lp_bound=False))
+    got = evaluate(w, solution.offsets, hw)
+    assert solution.info["greedy_start"] == "first-fit"
+    assert got.time <= greedy["first-fit"].time
+    assert got.placed_bytes_fraction >= greedy["first-fit"].placed_bytes_fraction
+
+
 # ----------------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("spec", ["pack:0", "pack:-1", "pack:nan", "pack:time_limit_s=0"])
 def test_time_limit_must_be_positive(spec):

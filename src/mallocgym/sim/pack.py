@@ -76,6 +76,7 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 # original clock): which family wins depends on the instance, so the round robin has both. The
 # four and their order were picked on MiniMalloc's A-E (docs/pack.md), so they fit those best.
 PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 
 
 # ----------------------------------------------------------------------------- static data
@@ -177,7 +178,7 @@ def _gain(b, acc, opcap, lin, g_ptr, g_op, g_val, apply):
 
 
 @njit(cache=True)
-def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
+def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz):
@@ -336,7 +337,7 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                     if tlev[s] == m_min and tcnt[s] < fewest:
                         fewest = tcnt[s]
                         forced_s = s
-                if fewest > FORCE_MAX:
+                if fewest > fmax:
                     forced_s = -1
             # candidates: unplaced, still fitting, canonical order, not dominated
             min_height = BIG
@@ -589,8 +590,9 @@ class _Run:
     """A resumable search over one part (state arrays + the kernel call)."""
 
     def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
-                 low0=None, corder: int = 0, maxdisc: int = -1):
+                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1):
         n = part.size.size
+        self.fmax = np.int64(fmax)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
         self.corder, self.maxdisc = corder, maxdisc
         self.disc = np.zeros(n + 2, dtype=np.int64)
@@ -644,7 +646,7 @@ class _Run:
         p = self.part
         off, low, floor, total, acc = self.state
         self.status, self.cstore = _search(
-            self.mode, self.corder, self.maxdisc, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
+            self.mode, self.corder, self.maxdisc, self.fmax, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
             p.ov_ptr, p.ov_idx, self.pre,
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
@@ -695,7 +697,8 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
     offsets, or None when proven impossible. When the unplaced rectangles fall apart in time
     (``SPLIT``), each piece is solved on its own, recursively; ``budget[0]`` counts down the
     nodes left, and :class:`_Limit` is raised when it or the deadline runs out."""
-    run = _Run(part, 0, part.preorder(name), low0=low0)
+    pname, _, flag = name.partition("/")
+    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1)
     while True:
         before = run.nodes
         status = run.step(max(min(CHUNK, budget[0]), 1))
@@ -725,28 +728,64 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
             raise _Limit
 
 
+def _luby(i: int) -> int:
+    """The ``i``-th term (1-based) of Luby's restart sequence 1, 1, 2, 1, 1, 2, 4, 1, ..."""
+    k = 1
+    while (1 << k) - 1 < i:
+        k += 1
+    while i != (1 << k) - 1:
+        i -= (1 << (k - 1)) - 1
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+    return 1 << (k - 1)
+
+
+def strategy(i: int, preorders=PREORDERS) -> str:
+    """The ``i``-th decision strategy of the restarts: each of ``preorders`` plain, then each
+    with branching on every tight section (``/t``), then both again with perturbed keys
+    (``@k``), a new perturbation every round."""
+    m = len(preorders)
+    base, k = preorders[i % m], i // m
+    tight = "/t" if k % 2 else ""
+    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
+
+
 def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
-    """Round robin of preorders with a doubling node limit: ``("optimal", offsets, nodes)``,
-    ``("infeasible", None, nodes)`` or ``("unknown", None, nodes)`` at the deadline."""
+    """Two restart schedules sharing the nodes half and half (the next run comes from the one
+    that has spent fewer): *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node
+    limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
+    for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
+    of the plain ``preorders`` under a doubling limit (for the instances that need a long search
+    under one order). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
+    (a run searched its whole tree) or ``("unknown", None, nodes)`` at the deadline."""
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
-    nodes, limit = 0, max(n, 16)
+    unit = max(RESTART_UNIT * n, 16)
+    spent = [0, 0]  # nodes of the Luby runs, of the round robin
+    i, k, limit_rr = 0, 0, max(n, 16) * 2
     while True:
-        limit *= 2
-        for name in preorders:
-            budget = [limit]
-            try:
-                local = _solve_part(part, name, None, budget, deadline)
-            except _Limit:
-                nodes += limit - budget[0]
-                if time.perf_counter() >= deadline:
-                    return "unknown", None, nodes
-                continue
-            nodes += limit - budget[0]
-            if local is None:
-                return "infeasible", None, nodes
-            return "optimal", local, nodes
+        if spent[0] <= spent[1]:
+            which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
+            i += 1
+        else:
+            which, name, limit = 1, preorders[k % len(preorders)], limit_rr
+            k += 1
+            if k % len(preorders) == 0:
+                limit_rr *= 2
+        budget = [limit]
+        try:
+            local = _solve_part(part, name, None, budget, deadline)
+        except _Limit:
+            spent[which] += limit - budget[0]
+            if time.perf_counter() >= deadline:
+                return "unknown", None, spent[0] + spent[1]
+            continue
+        spent[which] += limit - budget[0]
+        if local is None:
+            return "infeasible", None, spent[0] + spent[1]
+        return "optimal", local, spent[0] + spent[1]
 
 
 def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
