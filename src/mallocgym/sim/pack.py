@@ -76,6 +76,8 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 # original clock): which family wins depends on the instance, so the round robin has both. The
 # four and their order were picked on MiniMalloc's A-E (docs/pack.md), so they fit those best.
 PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
+TT_SMALL = 1 << 10  # the same for a one-off run (a state is seldom met twice on one tree)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 
 
@@ -178,10 +180,47 @@ def _gain(b, acc, opcap, lin, g_ptr, g_op, g_val, apply):
 
 
 @njit(cache=True)
+def _mix(x):
+    """splitmix64's finaliser: a well-spread 64-bit hash of ``x`` (uint64)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def _tt_find(tt, h1, h2, insert):
+    """Look up (``insert`` 0) or add (1) the 128-bit key ``(h1, h2)`` in the open-addressing
+    table ``tt`` (``uint64[size, 2]``, size a power of two, 0 = empty; ``tt[0, 0]``'s row is
+    not used for keys: ``tt[0, 1]`` counts the entries). True when the key is (now) there;
+    inserts stop once the table is half full."""
+    size = np.uint64(tt.shape[0])
+    mask = size - np.uint64(1)
+    if h1 == np.uint64(0):
+        h1 = np.uint64(1)
+    i = h1 & mask
+    for _ in range(16):
+        if i == np.uint64(0):
+            i = np.uint64(1)
+        k = tt[i, 0]
+        if k == h1 and tt[i, 1] == h2:
+            return True
+        if k == np.uint64(0):
+            if insert == 1 and tt[0, 1] * np.uint64(2) < size:
+                tt[i, 0] = h1
+                tt[i, 1] = h2
+                tt[0, 1] += np.uint64(1)
+                return True
+            return False
+        i = (i + np.uint64(1)) & mask
+    return False
+
+
+@njit(cache=True)
 def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
-            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz):
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -247,13 +286,40 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         best_off[b] = off[b]
             if mode == 0 and depth > 0 and depth < n:
                 o = last_off
+                # the node's state, hashed: what its subtree depends on (the unplaced
+                # rectangles and their lowest offsets, the live sections' levels, the offset and
+                # preorder of the last placement); a state whose subtree failed before fails
+                h1 = _mix(np.uint64(o) ^ _mix(np.uint64(tp[depth] + 2)))
+                h2 = _mix(h1 ^ np.uint64(0x5851F42D4C957F2D))
+                for e in range(n):
+                    if off[e] < 0:
+                        x = _mix(np.uint64(e) + np.uint64(0x632BE59BD9B4E019)) ^ np.uint64(low[e])
+                        h1 ^= _mix(x)
+                        h2 ^= _mix(x + np.uint64(0x2545F4914F6CDD1D))
+                for s in range(nsec):
+                    if total[s] > 0:
+                        lv = floor[s] if floor[s] > o else o
+                        x = _mix(np.uint64(s) + np.uint64(0x1B873593)) ^ np.uint64(lv)
+                        h1 ^= _mix(x + np.uint64(0x85EBCA6B))
+                        h2 ^= _mix(x + np.uint64(0xC2B2AE35))
+                nh[depth, 0] = h1
+                nh[depth, 1] = h2
+                if _tt_find(tt, h1, h2, 0):
+                    cnt[depth] = 0
+                    ti[depth] = 0
+                    brk[depth] = 0
+                    continue
                 ok = True
                 # every section's unplaced rectangles, stacked from max(offset, floor) in order of
                 # lowest offset (optimal for a one-machine makespan with release times), fit
                 # A rectangle behind the canonical order (lowest offset below the last one's, or
                 # equal with an earlier preorder) can only be placed once an overlapping one is
-                # placed under it, at >= o: its release is o + the smallest such size.
+                # placed under it, at >= o: its release is o + the smallest such size. The ones
+                # released at o come first in that order, so they are only summed per section
+                # (``total`` less the rest); only those released above o are sorted and swept.
                 m = 0
+                for s in range(nsec):
+                    used[s] = 0  # first the sizes released above o, per section
                 for e in range(n):
                     if off[e] < 0:
                         r = low[e] if low[e] > o else o
@@ -276,11 +342,18 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                                 ok = False
                                 break
                             r = o + smallest if o + smallest > low[e] else low[e]
-                        keys[m] = r
-                        cand[m] = e
-                        m += 1
+                        if r > o:  # released above o: stacked in order below
+                            keys[m] = r
+                            cand[m] = e
+                            m += 1
+                            for s in range(s0[e], s1[e]):
+                                used[s] += size[e]
+                # the ones released at o come first in that order, at the sections' levels
                 for s in range(nsec):
-                    used[s] = floor[s] if floor[s] > o else o
+                    base = floor[s] if floor[s] > o else o
+                    used[s] = base + total[s] - used[s]
+                    if used[s] > cap:
+                        ok = False
                 order = np.argsort(keys[:m])
                 for i in range(m):
                     if not ok:
@@ -421,6 +494,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             if depth == 0:
                 status = EXHAUSTED
                 break
+            if mode == 0 and depth < n:  # this node's subtree failed: remember its state
+                _tt_find(tt, nh[depth, 0], nh[depth, 1], 1)
             depth -= 1
             c = pb[depth]
             # undo the placement of c
@@ -590,9 +665,13 @@ class _Run:
     """A resumable search over one part (state arrays + the kernel call)."""
 
     def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
-                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1):
+                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, tt=None):
         n = part.size.size
         self.fmax = np.int64(fmax)
+        # failed states (decision mode): a table of its own unless the caller shares one
+        # between runs of the same strategy on the same part
+        self.tt = np.zeros((TT_SMALL if mode == 0 else 2, 2), dtype=np.uint64) if tt is None else tt
+        self.nh = np.zeros((n + 2, 2), dtype=np.uint64)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
         self.corder, self.maxdisc = corder, maxdisc
         self.disc = np.zeros(n + 2, dtype=np.int64)
@@ -651,7 +730,7 @@ class _Run:
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
-            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz)
+            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh)
         return self.status
 
 
@@ -692,20 +771,41 @@ class _Limit(Exception):
     """The node limit or the deadline of a decision search was reached."""
 
 
-def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
+def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, memo: dict | None = None):
     """Place every rectangle of ``part`` (offsets >= ``low0``) under preorder ``name``: local
     offsets, or None when proven impossible. When the unplaced rectangles fall apart in time
     (``SPLIT``), each piece is solved on its own, recursively; ``budget[0]`` counts down the
-    nodes left, and :class:`_Limit` is raised when it or the deadline runs out."""
+    nodes left, and :class:`_Limit` is raised when it or the deadline runs out.
+
+    ``memo`` (a dict, kept by the caller across restarts) remembers the pieces' answers: a
+    piece is a whole problem of its own (its rectangles, their highest offsets and lowest
+    offsets ``low0``), whose answer (offsets, or None when its tree was searched) holds under
+    any preorder, so a piece met again, on another path or in a later restart, is not searched
+    again."""
+    key = None
+    if memo is not None and low0 is not None:
+        key = np.concatenate([part.start, part.end, part.size, part.maxoff, low0]).tobytes()
+        if key in memo:
+            found = memo[key]
+            return None if found is None else found.copy()
     pname, _, flag = name.partition("/")
-    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1)
+    tt = None
+    if memo is not None and low0 is None and "@" not in name:
+        # a top-level run of a strategy that the round robin repeats under a doubling node
+        # limit: its table of failed states is kept, so a rerun skips what the last one searched
+        tt = memo.setdefault(("tt", name), np.zeros((TT_SIZE, 2), dtype=np.uint64))
+    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
         before = run.nodes
         status = run.step(max(min(CHUNK, budget[0]), 1))
         budget[0] -= run.nodes - before
         if status == FOUND:
+            if key is not None:
+                memo[key] = run.best_off.copy()
             return run.best_off.copy()
         if status == EXHAUSTED:
+            if key is not None:
+                memo[key] = None
             return None
         if status == SPLIT:
             off, low = run.state[0], run.state[1]
@@ -715,7 +815,7 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
             for piece in components(part.start[rest], part.end[rest]):
                 ids = rest[piece]
                 sub = _Part.make(ids, part.start, part.end, part.size, part.maxoff, part.cap)
-                local = _solve_part(sub, name, low[ids], budget, deadline)
+                local = _solve_part(sub, name, low[ids], budget, deadline, memo)
                 if local is None:
                     ok = False
                     break
@@ -764,6 +864,7 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
         return "infeasible", None, 0
     unit = max(RESTART_UNIT * n, 16)
     spent = [0, 0]  # nodes of the Luby runs, of the round robin
+    memo: dict = {}  # the pieces' answers, shared by all runs
     i, k, limit_rr = 0, 0, max(n, 16) * 2
     while True:
         if spent[0] <= spent[1]:
@@ -776,7 +877,7 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
                 limit_rr *= 2
         budget = [limit]
         try:
-            local = _solve_part(part, name, None, budget, deadline)
+            local = _solve_part(part, name, None, budget, deadline, memo)
         except _Limit:
             spent[which] += limit - budget[0]
             if time.perf_counter() >= deadline:
