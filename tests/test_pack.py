@@ -137,6 +137,42 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
     assert P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 0], time_limit_s=5).status == "infeasible"
 
 
+def test_luby_sequence_and_restart_strategies():
+    assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+    names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
+    assert names == ["TWA", "RST", "TWA/t", "RST/t", "TWA@1", "RST@1", "TWA@1/t", "RST@1/t"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_restarts_and_kept_failures_decide_like_one_plain_search(seed, monkeypatch):
+    """Restarts from one node on (Luby runs and the round robin, whose reruns skip the states
+    the last run proved dead, and the pieces' answers kept across runs) against one search of
+    the whole tree under one preorder: the same answer on planted instances disturbed (two
+    sizes swapped, one interval shortened) so that most no longer fit."""
+    monkeypatch.setattr(P, "RESTART_UNIT", 0)
+    monkeypatch.setattr(P, "MIN_RUN", 1)
+    rng = np.random.default_rng(seed)
+    scenario, _ = planted(seed, n_buffers=20, n_ops=10)
+    w, align = scenario.workload, scenario.hardware.alignment
+    cap = int(scenario.hardware.fast_capacity) // align
+    start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), (w.size // align).astype(np.int64)
+    answers = []
+    for _ in range(5):
+        i, j = rng.choice(size.size, 2, replace=False)
+        sz = size.copy()
+        sz[i], sz[j] = size[j], size[i]
+        en = end.copy()
+        en[i] = max(start[i], end[i] - 1)
+        got = P.pack(start, en, sz, cap, time_limit_s=20)
+        part = P._Part.make(np.arange(sz.size), start, en, sz, cap - sz, cap)
+        plain = P._solve_part(part, "TWA", None, [10**9], float("inf"))
+        assert got.status == ("optimal" if plain is not None else "infeasible")
+        if got.status == "optimal":
+            assert valid(start, en, sz, cap, got.offsets)
+        answers.append(got.status)
+    assert set(answers) <= {"optimal", "infeasible"}
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):

@@ -71,14 +71,19 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
 # W = width (end - start + 1, in the caller's time unit), A = area (size x width), Z = size,
-# T = the largest total size of its sections, S = sections spanned, R = size x sections. The
-# S/R ones differ from W/A when the times are not consecutive (MiniMalloc's traces keep their
-# original clock): which family wins depends on the instance, so the round robin has both. The
-# four and their order were picked on MiniMalloc's A-E (docs/pack.md), so they fit those best.
-PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+# T = the largest total size of its sections, S = sections spanned, R = size x sections, X =
+# random. The S/R ones differ from W/A when the times are not consecutive (MiniMalloc's traces
+# keep their original clock): which family wins depends on the instance, so the restarts have
+# both. PREORDERS (the decision search's restarts) were chosen on planted instances, not on
+# MiniMalloc's traces (docs/pack.md, "How the restarts were chosen"); OPT_PREORDERS, the
+# branch and bound's restarts, are the earlier round robin's four (picked on MiniMalloc's A-E).
+PREORDERS = ("TWA", "TAW", "WAT", "RST", "ZWA", "ATW")
+OPT_PREORDERS = ("TWA", "RST", "ZWA", "WAT")
 TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
 TT_SMALL = 1 << 10  # the same for a one-off run (a state is seldom met twice on one tree)
+LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
+MIN_RUN = 16  # and of at least this many nodes
 
 
 # ----------------------------------------------------------------------------- static data
@@ -135,6 +140,7 @@ def _preorder(name: str, start, end, size, s0, s1, nsec) -> np.ndarray:
     spans = s1 - s0
     keys = {"W": width, "A": size * width, "Z": size, "T": section_max, "S": spans, "R": size * spans}
     name, _, seed = name.partition("@")
+    keys["X"] = np.random.default_rng(int(seed or 0) + 7919).random(size.size)  # a random order
     if seed:  # a perturbed preorder for restarts: every key scaled by a random factor in [0.7, 1.3]
         rng = np.random.default_rng(int(seed))
         keys = {c: v * rng.uniform(0.7, 1.3, size.size) for c, v in keys.items()}
@@ -248,6 +254,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     used = np.zeros(nsec, dtype=np.int64)
     tlev = np.full(nsec, -1, dtype=np.int64)
     tcnt = np.zeros(nsec, dtype=np.int64)
+    tsum = np.zeros(nsec + 1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -268,11 +275,14 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 lvl0 = last_off if last_off > 0 else np.int64(0)
                 for s in range(nsec):
                     tlev[s] = -1
+                    tsum[s + 1] = tsum[s]
                     if total[s] > 0:
                         lv = floor[s] if floor[s] > lvl0 else lvl0
                         if lv + total[s] == cap:
                             tlev[s] = lv
                             ntight += 1
+                            if lv == last_off:  # prefix counts of the tight sections at last_off
+                                tsum[s + 1] += 1
             if mode == 0:
                 if depth == n:
                     for b in range(n):
@@ -326,11 +336,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         behind = low[e] < o
                         if not behind and low[e] == o and pre[e] < last_pre:
                             behind = True  # unless a tight section at o lets it be forced there
-                            if ntight > 0:
-                                for s in range(s0[e], s1[e]):
-                                    if tlev[s] == o:
-                                        behind = False
-                                        break
+                            if ntight > 0 and tsum[s1[e]] > tsum[s0[e]]:
+                                behind = False
                         if behind:
                             smallest = BIG
                             for j in range(ov_ptr[e], ov_ptr[e + 1]):  # sorted by size
@@ -862,12 +869,12 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
-    unit = max(RESTART_UNIT * n, 16)
+    unit = max(RESTART_UNIT * n, MIN_RUN)
     spent = [0, 0]  # nodes of the Luby runs, of the round robin
     memo: dict = {}  # the pieces' answers, shared by all runs
-    i, k, limit_rr = 0, 0, max(n, 16) * 2
+    i, k, limit_rr = 0, 0, unit
     while True:
-        if spent[0] <= spent[1]:
+        if spent[0] * (1.0 - LUBY_SHARE) <= spent[1] * LUBY_SHARE:
             which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
             i += 1
         else:
@@ -1000,7 +1007,7 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
         # 2. branch and bound, looking only for packings better than the best known; restarts
         # with other preorders and a doubling node limit share that incumbent, and any run that
         # searches its whole tree proves the incumbent optimal
-        names = [(preorder, 1), (preorder, 0)] + [(p, 0) for p in PREORDERS if p != preorder]
+        names = [(preorder, 1), (preorder, 0)] + [(p, 0) for p in OPT_PREORDERS if p != preorder]
         if start_local is not None:  # first, the neighbourhood of the initial packing
             names.insert(0, ("initial", 0))
         if start_local is not None:
