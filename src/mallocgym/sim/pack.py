@@ -80,7 +80,6 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 PREORDERS = ("TWA", "TAW", "WAT", "RST", "ZWA", "ATW")
 OPT_PREORDERS = ("TWA", "RST", "ZWA", "WAT")
 TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
-TT_SMALL = 1 << 10  # the same for a one-off run (a state is seldom met twice on one tree)
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
@@ -296,6 +295,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         best_off[b] = off[b]
             if mode == 0 and depth > 0 and depth < n:
                 o = last_off
+            if mode == 0 and depth > 0 and depth < n and tt.shape[0] > 2:
                 # the node's state, hashed: what its subtree depends on (the unplaced
                 # rectangles and their lowest offsets, the live sections' levels, the offset and
                 # preorder of the last placement); a state whose subtree failed before fails
@@ -319,6 +319,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     ti[depth] = 0
                     brk[depth] = 0
                     continue
+            if mode == 0 and depth > 0 and depth < n:
                 ok = True
                 # every section's unplaced rectangles, stacked from max(offset, floor) in order of
                 # lowest offset (optimal for a one-machine makespan with release times), fit
@@ -501,7 +502,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             if depth == 0:
                 status = EXHAUSTED
                 break
-            if mode == 0 and depth < n:  # this node's subtree failed: remember its state
+            if mode == 0 and depth < n and tt.shape[0] > 2:  # its subtree failed: keep its state
                 _tt_find(tt, nh[depth, 0], nh[depth, 1], 1)
             depth -= 1
             c = pb[depth]
@@ -675,9 +676,9 @@ class _Run:
                  low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, tt=None):
         n = part.size.size
         self.fmax = np.int64(fmax)
-        # failed states (decision mode): a table of its own unless the caller shares one
-        # between runs of the same strategy on the same part
-        self.tt = np.zeros((TT_SMALL if mode == 0 else 2, 2), dtype=np.uint64) if tt is None else tt
+        # failed states (decision mode), kept when the caller passes a table to share between
+        # runs of the same strategy on the same part; none (a 2-row stub) otherwise
+        self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
         self.nh = np.zeros((n + 2, 2), dtype=np.uint64)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
         self.corder, self.maxdisc = corder, maxdisc
