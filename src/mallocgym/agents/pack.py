@@ -22,9 +22,10 @@ all-slow objective, a mapping's objective is ``O0 - saving(x)`` with
    (:func:`mallocgym.sim.pack.pack`'s decision search; a share of the time): if that works, the
    component is optimal (no saving is negative).
 2. Otherwise branch and bound over canonical packings maximises ``saving``
-   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the better of the repaired
-   knapsack set and the XLA-like mapping dropped onto the ``u`` grid (so ``pack`` is never worse
-   than ``xla``).
+   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the best of the repaired
+   knapsack set and the greedy mappings (:data:`GREEDY`: XLA-like, best fit, first fit) dropped
+   onto the ``u`` grid; the answer is the fastest of the search's mapping and those greedy ones,
+   so ``pack`` is never worse than any of them, whatever the time limit.
 3. The upper bound on the saving is the smallest of the search's (the tree searched: exact; else
    its root bound), the knapsack relaxation's and, with OR-Tools, the LP relaxation
    ``max sum lin x + sum z_t``, ``z_t <= cap_t``, ``z_t <= sum s_tb x_b``, the same clique
@@ -247,7 +248,7 @@ def _on_grid(scenario: Scenario, problem: Problem, mapping: np.ndarray) -> np.nd
 
 def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solution:
     """Solve ``scenario`` with the canonical packing search under ``config``: the best mapping
-    found (never worse than XLA-like), a proven lower bound on program time, and in ``info`` the
+    found (never worse than XLA-like, best fit or first fit), a proven lower bound on program time, and in ``info`` the
     status (``optimal`` when the saving is proven best), nodes, bounds and wall time."""
     begin = time.perf_counter()
     w, hw = scenario.workload, scenario.hardware

@@ -34,9 +34,12 @@ is our own:
   unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
 * **Partitions.** Rectangles whose live intervals form separate connected components of the
   interval graph are packed apart (:func:`components`).
-* **Branching order.** Candidates are tried by lowest feasible offset, then by a static
-  preorder; :func:`pack` runs a round robin of preorders (widest first, largest area first,
-  ...) with a doubling node limit, as MiniMalloc's solver does.
+* **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
+  static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
+  short runs of varied preorders under Luby's node limits, and a round robin of the plain
+  preorders under a doubling limit (as MiniMalloc's solver does), whose reruns skip the states
+  the last run proved dead (a hashed table per preorder); pieces of a dynamic decomposition are
+  memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -83,6 +86,7 @@ TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half 
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
+FIT_SHARE = 0.9  # maximise_parts' share for placing everything when every section holds its all
 
 
 # ----------------------------------------------------------------------------- static data
@@ -956,8 +960,9 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
     adds per-op gains ``g_val[j]`` at op ``g_op[j]`` for ``j`` in ``g_ptr[b]:g_ptr[b+1]``, the
     sum at op ``t`` being capped at ``opcap[t]``; ops must not be shared between components (ops
     inside the live intervals are not). ``initial`` (offsets, or None) is a known packing: the
-    search looks only for better ones and keeps it otherwise. Returns ``(offsets, value,
-    upper_bound, proven, nodes)``.
+    search looks only for better ones and keeps it otherwise. Each component first tries to
+    place everything for ``decide_share`` of its time (``FIT_SHARE`` when every section holds
+    all its rectangles). Returns ``(offsets, value, upper_bound, proven, nodes)``.
     """
     begin = time.perf_counter()
     deadline = begin + time_limit_s
@@ -997,7 +1002,11 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
         all_value = value_of(np.zeros(len(ids), dtype=np.int64))
         bound = all_value
         # 1. does everything fit? (then it is optimal: values never decrease with more placed)
-        status, local, used = _decide(part, now + share * decide_share, PREORDERS)
+        # (when every section holds all its rectangles, nothing but the geometry stands in
+        # the way of placing everything, which is then the optimum: most of the time goes there)
+        fits = part.nsec == 0 or int(part.section_totals().max()) <= part.cap
+        status, local, used = _decide(part, now + share * (max(decide_share, FIT_SHARE) if fits else decide_share),
+                                      PREORDERS)
         nodes += used
         if status == "optimal":
             offsets[ids] = local
