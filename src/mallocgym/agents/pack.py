@@ -298,7 +298,7 @@ def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solutio
         else:
             offsets, value, ub, proven, nodes = packing.maximise_parts(
                 p_start, p_end, length, int(problem.capacity_units), maxoff, lin, gains,
-                time_limit_s=search_s, initial=initial)
+                time_limit_s=search_s, initial=initial, fit_share=packing.FIT_SHARE)
         mapping = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
         placed = offsets >= 0
         mapping[ids[placed]] = offsets[placed] * unit

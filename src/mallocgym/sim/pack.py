@@ -86,7 +86,7 @@ TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half 
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
-FIT_SHARE = 0.9  # maximise_parts' share for placing everything when every section holds its all
+FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
 
 # ----------------------------------------------------------------------------- static data
@@ -952,7 +952,8 @@ def _fits_bound(part: _Part, vbound: np.ndarray) -> float:
 
 
 def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: float,
-                   initial=None, preorder: str = "density", decide_share: float = 0.6):
+                   initial=None, preorder: str = "density", decide_share: float = 0.6,
+                   fit_share: float | None = None):
     """Pick and place a subset of the highest value, component by component (the kernel of
     :func:`pack_max`, also used by :mod:`mallocgym.agents.pack`).
 
@@ -961,8 +962,8 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
     sum at op ``t`` being capped at ``opcap[t]``; ops must not be shared between components (ops
     inside the live intervals are not). ``initial`` (offsets, or None) is a known packing: the
     search looks only for better ones and keeps it otherwise. Each component first tries to
-    place everything for ``decide_share`` of its time (``FIT_SHARE`` when every section holds
-    all its rectangles). Returns ``(offsets, value, upper_bound, proven, nodes)``.
+    place everything for ``decide_share`` of its time (``fit_share``, when given, if every
+    section holds all its rectangles: then only the geometry can stop it). Returns ``(offsets, value, upper_bound, proven, nodes)``.
     """
     begin = time.perf_counter()
     deadline = begin + time_limit_s
@@ -1004,9 +1005,8 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
         # 1. does everything fit? (then it is optimal: values never decrease with more placed)
         # (when every section holds all its rectangles, nothing but the geometry stands in
         # the way of placing everything, which is then the optimum: most of the time goes there)
-        fits = part.nsec == 0 or int(part.section_totals().max()) <= part.cap
-        status, local, used = _decide(part, now + share * (max(decide_share, FIT_SHARE) if fits else decide_share),
-                                      PREORDERS)
+        fits = fit_share is not None and (part.nsec == 0 or int(part.section_totals().max()) <= part.cap)
+        status, local, used = _decide(part, now + share * (fit_share if fits else decide_share), PREORDERS)
         nodes += used
         if status == "optimal":
             offsets[ids] = local
