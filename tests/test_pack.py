@@ -15,6 +15,14 @@ from mallocgym.sim import pack as P
 from conftest import mlp_scenario
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _compiled():
+    """Compile the kernels before any test that gives them a time limit (a cold numba cache
+    compiles inside the first call, and its time counts against that call's limit)."""
+    P.pack_max(np.array([0, 0]), np.array([1, 1]), np.array([1, 1]), 2, np.array([1, 1]), time_limit_s=600)
+    P.pack(np.array([0, 0]), np.array([1, 1]), np.array([1, 1]), 2, time_limit_s=600)
+
+
 # ------------------------------------------------------------------------------ brute force
 def overlaps(start, end, i, j) -> bool:
     return start[i] <= end[j] and start[j] <= end[i]
@@ -137,6 +145,42 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
     assert P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 0], time_limit_s=5).status == "infeasible"
 
 
+def test_luby_sequence_and_restart_strategies():
+    assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+    names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
+    assert names == ["TWA", "RST", "TWA/t", "RST/t", "TWA@1", "RST@1", "TWA@1/t", "RST@1/t"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_restarts_and_kept_failures_decide_like_one_plain_search(seed, monkeypatch):
+    """Restarts from one node on (Luby runs and the round robin, whose reruns skip the states
+    the last run proved dead, and the pieces' answers kept across runs) against one search of
+    the whole tree under one preorder: the same answer on planted instances disturbed (two
+    sizes swapped, one interval shortened) so that most no longer fit."""
+    monkeypatch.setattr(P, "RESTART_UNIT", 0)
+    monkeypatch.setattr(P, "MIN_RUN", 1)
+    rng = np.random.default_rng(seed)
+    scenario, _ = planted(seed, n_buffers=20, n_ops=10)
+    w, align = scenario.workload, scenario.hardware.alignment
+    cap = int(scenario.hardware.fast_capacity) // align
+    start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), (w.size // align).astype(np.int64)
+    answers = []
+    for _ in range(5):
+        i, j = rng.choice(size.size, 2, replace=False)
+        sz = size.copy()
+        sz[i], sz[j] = size[j], size[i]
+        en = end.copy()
+        en[i] = max(start[i], end[i] - 1)
+        got = P.pack(start, en, sz, cap, time_limit_s=20)
+        part = P._Part.make(np.arange(sz.size), start, en, sz, cap - sz, cap)
+        plain = P._solve_part(part, "TWA", None, [10**9], float("inf"))
+        assert got.status == ("optimal" if plain is not None else "infeasible")
+        if got.status == "optimal":
+            assert valid(start, en, sz, cap, got.offsets)
+        answers.append(got.status)
+    assert set(answers) <= {"optimal", "infeasible"}
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):
@@ -205,6 +249,38 @@ def test_agent_on_a_contended_program_is_valid_bounded_and_not_worse_than_xla():
     assert ev.time <= xla.time
     assert 0 < solution.time_lower_bound <= ev.time
     assert solution.info["saving"] <= solution.info["saving_bound"]
+
+
+@pytest.mark.parametrize("time_limit_s", [1e-6, 0.5])
+def test_pack_is_never_below_the_best_greedy_mapping(time_limit_s):
+    """A planted 64-buffer program (seed 6) in 15/16 of the memory it was cut for: not
+    everything fits, first fit places 92.1 % of the bytes, XLA-like and best fit 90.9 %. With
+    1 us the search alone ends before its first node (nothing placed), so ``pack`` must return
+    its starting mapping, which is the best greedy one (first fit's), not XLA-like's."""
+    from mallocgym.agents.exact import build_problem
+    from mallocgym.agents.pack import GREEDY, _values
+    from mallocgym.heuristics import HEURISTICS
+
+    base, _ = planted(6, n_buffers=64)
+    hw = base.hardware.with_capacity(base.hardware.fast_capacity * 15 // 16)
+    scenario = Scenario("planted-6", base.workload, hw)
+    w = scenario.workload
+    greedy = {name: evaluate(w, HEURISTICS[name](scenario), hw) for name in GREEDY}
+    assert greedy["first-fit"].placed_bytes_fraction > greedy["xla"].placed_bytes_fraction + 0.01
+    assert greedy["first-fit"].time < min(greedy["xla"].time, greedy["best-fit"].time)
+    if time_limit_s < 1e-3:  # the search alone (no starting mapping) places nothing in that time
+        problem = build_problem(scenario, 1 << 30)
+        lin, gains, _ = _values(problem)
+        ids = problem.buffers
+        _, value, _, proven, _ = P.maximise_parts(
+            w.start[ids].astype(np.int64), w.end[ids].astype(np.int64), problem.length.astype(np.int64),
+            int(problem.capacity_units), problem.max_offset.astype(np.int64), lin, gains, time_limit_s=time_limit_s)
+        assert value == 0 and not proven
+    solution = solve_pack(scenario, PackConfig(time_limit_s=time_limit_s, knapsack_s=0, lp_bound=False))
+    got = evaluate(w, solution.offsets, hw)
+    assert solution.info["greedy_start"] == "first-fit"
+    assert got.time <= greedy["first-fit"].time
+    assert got.placed_bytes_fraction >= greedy["first-fit"].placed_bytes_fraction
 
 
 # ----------------------------------------------------------------------------------- bad input

@@ -22,9 +22,10 @@ all-slow objective, a mapping's objective is ``O0 - saving(x)`` with
    (:func:`mallocgym.sim.pack.pack`'s decision search; a share of the time): if that works, the
    component is optimal (no saving is negative).
 2. Otherwise branch and bound over canonical packings maximises ``saving``
-   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the better of the repaired
-   knapsack set and the XLA-like mapping dropped onto the ``u`` grid (so ``pack`` is never worse
-   than ``xla``).
+   (:func:`mallocgym.sim.pack.maximise_parts`), starting from the best of the repaired
+   knapsack set and the greedy mappings (:data:`GREEDY`: XLA-like, best fit, first fit) dropped
+   onto the ``u`` grid; the answer is the fastest of the search's mapping and those greedy ones,
+   so ``pack`` is never worse than any of them, whatever the time limit.
 3. The upper bound on the saving is the smallest of the search's (the tree searched: exact; else
    its root bound), the knapsack relaxation's and, with OR-Tools, the LP relaxation
    ``max sum lin x + sum z_t``, ``z_t <= cap_t``, ``z_t <= sum s_tb x_b``, the same clique
@@ -46,7 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import heuristics, sim
+from .. import sim
+from ..heuristics import HEURISTICS
 from ..pricing.v0 import evaluate
 from ..scenarios import Scenario
 from ..sim import pack as packing
@@ -226,25 +228,45 @@ def _subset_gains(gains, keep: np.ndarray):
     return ptr, g_op[rows].astype(np.int64), g_val[rows].astype(np.int64), opcap
 
 
+GREEDY = ("xla", "best-fit", "first-fit")
+"""The greedy mappings ``pack`` starts from (the best of them on the model) and compares its
+answer with: ``pack`` never returns a mapping slower than any of them."""
+
+
+def _on_grid(scenario: Scenario, problem: Problem, mapping: np.ndarray) -> np.ndarray:
+    """A mapping's fast/slow split over the model's buffers, dropped onto the ``unit`` grid
+    (offsets in units, -1 = slow): a valid packing of the model. A buffer the drop would lift
+    above its highest offset (only when ``unit`` does not divide the sizes) goes slow."""
+    ids, unit = problem.buffers, problem.unit
+    keep = np.full(scenario.workload.num_buffers, sim.SLOW, dtype=np.int64)
+    keep[ids] = mapping[ids]
+    grid = drop_to_grid(scenario, keep, unit)
+    out = np.where(grid[ids] >= 0, grid[ids] // unit, -1).astype(np.int64)
+    out[out > problem.max_offset] = -1
+    return out
+
+
 def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solution:
     """Solve ``scenario`` with the canonical packing search under ``config``: the best mapping
-    found (never worse than XLA-like), a proven lower bound on program time, and in ``info`` the
+    found (never worse than XLA-like, best fit or first fit), a proven lower bound on program time, and in ``info`` the
     status (``optimal`` when the saving is proven best), nodes, bounds and wall time."""
     begin = time.perf_counter()
     w, hw = scenario.workload, scenario.hardware
     problem = build_problem(scenario, config.resolution)
     ids = problem.buffers
     unit = problem.unit
-    xla = heuristics.xla_like(scenario)
+    greedy = {name: HEURISTICS[name](scenario) for name in GREEDY}
     lin, gains, o0 = _values(problem)
     info = {"buffers_in_model": int(len(ids)), "unit_bytes": int(unit), "time_limit_s": config.time_limit_s}
-    candidates = [xla]
+    names = list(greedy)
+    candidates = [greedy[name] for name in names]
     bound_saving = None
     if len(ids):
-        start = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
-        start[ids] = xla[ids]
-        grid = drop_to_grid(scenario, start, unit)
-        initial = np.where(grid[ids] >= 0, grid[ids] // unit, -1).astype(np.int64)
+        # the incumbent: the best greedy mapping on the model's grid (so pack >= each of them)
+        starts = [_on_grid(scenario, problem, m) for m in candidates]
+        values = [_saving(x, lin, gains) for x in starts]
+        initial = starts[int(np.argmax(values))]
+        info["greedy_start"] = names[int(np.argmax(values))]
         # the program's own clock when it has one (MiniMalloc traces): widths in the preorders
         _, lower, upper = minimalloc_rows(w)
         p_start = np.asarray(lower)[ids].astype(np.int64)
@@ -276,11 +298,12 @@ def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solutio
         else:
             offsets, value, ub, proven, nodes = packing.maximise_parts(
                 p_start, p_end, length, int(problem.capacity_units), maxoff, lin, gains,
-                time_limit_s=search_s, initial=initial)
+                time_limit_s=search_s, initial=initial, fit_share=packing.FIT_SHARE)
         mapping = np.full(w.num_buffers, sim.SLOW, dtype=np.int64)
         placed = offsets >= 0
         mapping[ids[placed]] = offsets[placed] * unit
         candidates.insert(0, mapping)
+        names.insert(0, "pack")
         bound_saving = ub
         info.update(nodes=int(nodes), saving=int(value), status="optimal" if proven else "feasible")
         if config.lp_bound and not proven:
@@ -299,7 +322,7 @@ def solve_pack(scenario: Scenario, config: PackConfig = PackConfig()) -> Solutio
         bound_saving = 0
     times = [evaluate(w, m, hw).time for m in candidates]
     best = int(np.argmin(times))
-    info["source"] = "pack" if len(candidates) == 2 and best == 0 else "xla"
+    info["source"] = names[best]
     lower = max(float(problem.time_of(o0 - bound_saving)) * (1.0 - BOUND_SAFETY), 0.0)
     mapping = candidates[best]
     if config.exact_s > 0 and info["status"] != "optimal":

@@ -34,9 +34,12 @@ is our own:
   unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
 * **Partitions.** Rectangles whose live intervals form separate connected components of the
   interval graph are packed apart (:func:`components`).
-* **Branching order.** Candidates are tried by lowest feasible offset, then by a static
-  preorder; :func:`pack` runs a round robin of preorders (widest first, largest area first,
-  ...) with a doubling node limit, as MiniMalloc's solver does.
+* **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
+  static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
+  short runs of varied preorders under Luby's node limits, and a round robin of the plain
+  preorders under a doubling limit (as MiniMalloc's solver does), whose reruns skip the states
+  the last run proved dead (a hashed table per preorder); pieces of a dynamic decomposition are
+  memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -71,11 +74,19 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
 # W = width (end - start + 1, in the caller's time unit), A = area (size x width), Z = size,
-# T = the largest total size of its sections, S = sections spanned, R = size x sections. The
-# S/R ones differ from W/A when the times are not consecutive (MiniMalloc's traces keep their
-# original clock): which family wins depends on the instance, so the round robin has both. The
-# four and their order were picked on MiniMalloc's A-E (docs/pack.md), so they fit those best.
-PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+# T = the largest total size of its sections, S = sections spanned, R = size x sections, X =
+# random. The S/R ones differ from W/A when the times are not consecutive (MiniMalloc's traces
+# keep their original clock): which family wins depends on the instance, so the restarts have
+# both. PREORDERS (the decision search's restarts) were chosen on planted instances, not on
+# MiniMalloc's traces (docs/pack.md, "How the restarts were chosen"); OPT_PREORDERS, the
+# branch and bound's restarts, are the earlier round robin's four (picked on MiniMalloc's A-E).
+PREORDERS = ("TWA", "TAW", "WAT", "RST", "ZWA", "ATW")
+OPT_PREORDERS = ("TWA", "RST", "ZWA", "WAT")
+TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
+LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
+RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
+MIN_RUN = 16  # and of at least this many nodes
+FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
 
 # ----------------------------------------------------------------------------- static data
@@ -132,6 +143,7 @@ def _preorder(name: str, start, end, size, s0, s1, nsec) -> np.ndarray:
     spans = s1 - s0
     keys = {"W": width, "A": size * width, "Z": size, "T": section_max, "S": spans, "R": size * spans}
     name, _, seed = name.partition("@")
+    keys["X"] = np.random.default_rng(int(seed or 0) + 7919).random(size.size)  # a random order
     if seed:  # a perturbed preorder for restarts: every key scaled by a random factor in [0.7, 1.3]
         rng = np.random.default_rng(int(seed))
         keys = {c: v * rng.uniform(0.7, 1.3, size.size) for c, v in keys.items()}
@@ -177,10 +189,47 @@ def _gain(b, acc, opcap, lin, g_ptr, g_op, g_val, apply):
 
 
 @njit(cache=True)
-def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
+def _mix(x):
+    """splitmix64's finaliser: a well-spread 64-bit hash of ``x`` (uint64)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def _tt_find(tt, h1, h2, insert):
+    """Look up (``insert`` 0) or add (1) the 128-bit key ``(h1, h2)`` in the open-addressing
+    table ``tt`` (``uint64[size, 2]``, size a power of two, 0 = empty; ``tt[0, 0]``'s row is
+    not used for keys: ``tt[0, 1]`` counts the entries). True when the key is (now) there;
+    inserts stop once the table is half full."""
+    size = np.uint64(tt.shape[0])
+    mask = size - np.uint64(1)
+    if h1 == np.uint64(0):
+        h1 = np.uint64(1)
+    i = h1 & mask
+    for _ in range(16):
+        if i == np.uint64(0):
+            i = np.uint64(1)
+        k = tt[i, 0]
+        if k == h1 and tt[i, 1] == h2:
+            return True
+        if k == np.uint64(0):
+            if insert == 1 and tt[0, 1] * np.uint64(2) < size:
+                tt[i, 0] = h1
+                tt[i, 1] = h2
+                tt[0, 1] += np.uint64(1)
+                return True
+            return False
+        i = (i + np.uint64(1)) & mask
+    return False
+
+
+@njit(cache=True)
+def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
-            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz):
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -208,6 +257,7 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
     used = np.zeros(nsec, dtype=np.int64)
     tlev = np.full(nsec, -1, dtype=np.int64)
     tcnt = np.zeros(nsec, dtype=np.int64)
+    tsum = np.zeros(nsec + 1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -228,11 +278,14 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                 lvl0 = last_off if last_off > 0 else np.int64(0)
                 for s in range(nsec):
                     tlev[s] = -1
+                    tsum[s + 1] = tsum[s]
                     if total[s] > 0:
                         lv = floor[s] if floor[s] > lvl0 else lvl0
                         if lv + total[s] == cap:
                             tlev[s] = lv
                             ntight += 1
+                            if lv == last_off:  # prefix counts of the tight sections at last_off
+                                tsum[s + 1] += 1
             if mode == 0:
                 if depth == n:
                     for b in range(n):
@@ -246,24 +299,50 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                         best_off[b] = off[b]
             if mode == 0 and depth > 0 and depth < n:
                 o = last_off
+            if mode == 0 and depth > 0 and depth < n and tt.shape[0] > 2:
+                # the node's state, hashed: what its subtree depends on (the unplaced
+                # rectangles and their lowest offsets, the live sections' levels, the offset and
+                # preorder of the last placement); a state whose subtree failed before fails
+                h1 = _mix(np.uint64(o) ^ _mix(np.uint64(tp[depth] + 2)))
+                h2 = _mix(h1 ^ np.uint64(0x5851F42D4C957F2D))
+                for e in range(n):
+                    if off[e] < 0:
+                        x = _mix(np.uint64(e) + np.uint64(0x632BE59BD9B4E019)) ^ np.uint64(low[e])
+                        h1 ^= _mix(x)
+                        h2 ^= _mix(x + np.uint64(0x2545F4914F6CDD1D))
+                for s in range(nsec):
+                    if total[s] > 0:
+                        lv = floor[s] if floor[s] > o else o
+                        x = _mix(np.uint64(s) + np.uint64(0x1B873593)) ^ np.uint64(lv)
+                        h1 ^= _mix(x + np.uint64(0x85EBCA6B))
+                        h2 ^= _mix(x + np.uint64(0xC2B2AE35))
+                nh[depth, 0] = h1
+                nh[depth, 1] = h2
+                if _tt_find(tt, h1, h2, 0):
+                    cnt[depth] = 0
+                    ti[depth] = 0
+                    brk[depth] = 0
+                    continue
+            if mode == 0 and depth > 0 and depth < n:
                 ok = True
                 # every section's unplaced rectangles, stacked from max(offset, floor) in order of
                 # lowest offset (optimal for a one-machine makespan with release times), fit
                 # A rectangle behind the canonical order (lowest offset below the last one's, or
                 # equal with an earlier preorder) can only be placed once an overlapping one is
-                # placed under it, at >= o: its release is o + the smallest such size.
+                # placed under it, at >= o: its release is o + the smallest such size. The ones
+                # released at o come first in that order, so they are only summed per section
+                # (``total`` less the rest); only those released above o are sorted and swept.
                 m = 0
+                for s in range(nsec):
+                    used[s] = 0  # first the sizes released above o, per section
                 for e in range(n):
                     if off[e] < 0:
                         r = low[e] if low[e] > o else o
                         behind = low[e] < o
                         if not behind and low[e] == o and pre[e] < last_pre:
                             behind = True  # unless a tight section at o lets it be forced there
-                            if ntight > 0:
-                                for s in range(s0[e], s1[e]):
-                                    if tlev[s] == o:
-                                        behind = False
-                                        break
+                            if ntight > 0 and tsum[s1[e]] > tsum[s0[e]]:
+                                behind = False
                         if behind:
                             smallest = BIG
                             for j in range(ov_ptr[e], ov_ptr[e + 1]):  # sorted by size
@@ -275,11 +354,18 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                                 ok = False
                                 break
                             r = o + smallest if o + smallest > low[e] else low[e]
-                        keys[m] = r
-                        cand[m] = e
-                        m += 1
+                        if r > o:  # released above o: stacked in order below
+                            keys[m] = r
+                            cand[m] = e
+                            m += 1
+                            for s in range(s0[e], s1[e]):
+                                used[s] += size[e]
+                # the ones released at o come first in that order, at the sections' levels
                 for s in range(nsec):
-                    used[s] = floor[s] if floor[s] > o else o
+                    base = floor[s] if floor[s] > o else o
+                    used[s] = base + total[s] - used[s]
+                    if used[s] > cap:
+                        ok = False
                 order = np.argsort(keys[:m])
                 for i in range(m):
                     if not ok:
@@ -336,7 +422,7 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
                     if tlev[s] == m_min and tcnt[s] < fewest:
                         fewest = tcnt[s]
                         forced_s = s
-                if fewest > FORCE_MAX:
+                if fewest > fmax:
                     forced_s = -1
             # candidates: unplaced, still fitting, canonical order, not dominated
             min_height = BIG
@@ -420,6 +506,8 @@ def _search(mode, corder, maxdisc, budget, cap, size, maxoff, s0, s1, ov_ptr, ov
             if depth == 0:
                 status = EXHAUSTED
                 break
+            if mode == 0 and depth < n and tt.shape[0] > 2:  # its subtree failed: keep its state
+                _tt_find(tt, nh[depth, 0], nh[depth, 1], 1)
             depth -= 1
             c = pb[depth]
             # undo the placement of c
@@ -589,8 +677,13 @@ class _Run:
     """A resumable search over one part (state arrays + the kernel call)."""
 
     def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
-                 low0=None, corder: int = 0, maxdisc: int = -1):
+                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, tt=None):
         n = part.size.size
+        self.fmax = np.int64(fmax)
+        # failed states (decision mode), kept when the caller passes a table to share between
+        # runs of the same strategy on the same part; none (a 2-row stub) otherwise
+        self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
+        self.nh = np.zeros((n + 2, 2), dtype=np.uint64)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
         self.corder, self.maxdisc = corder, maxdisc
         self.disc = np.zeros(n + 2, dtype=np.int64)
@@ -644,12 +737,12 @@ class _Run:
         p = self.part
         off, low, floor, total, acc = self.state
         self.status, self.cstore = _search(
-            self.mode, self.corder, self.maxdisc, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
+            self.mode, self.corder, self.maxdisc, self.fmax, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
             p.ov_ptr, p.ov_idx, self.pre,
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
-            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz)
+            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh)
         return self.status
 
 
@@ -690,19 +783,41 @@ class _Limit(Exception):
     """The node limit or the deadline of a decision search was reached."""
 
 
-def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
+def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, memo: dict | None = None):
     """Place every rectangle of ``part`` (offsets >= ``low0``) under preorder ``name``: local
     offsets, or None when proven impossible. When the unplaced rectangles fall apart in time
     (``SPLIT``), each piece is solved on its own, recursively; ``budget[0]`` counts down the
-    nodes left, and :class:`_Limit` is raised when it or the deadline runs out."""
-    run = _Run(part, 0, part.preorder(name), low0=low0)
+    nodes left, and :class:`_Limit` is raised when it or the deadline runs out.
+
+    ``memo`` (a dict, kept by the caller across restarts) remembers the pieces' answers: a
+    piece is a whole problem of its own (its rectangles, their highest offsets and lowest
+    offsets ``low0``), whose answer (offsets, or None when its tree was searched) holds under
+    any preorder, so a piece met again, on another path or in a later restart, is not searched
+    again."""
+    key = None
+    if memo is not None and low0 is not None:
+        key = np.concatenate([part.start, part.end, part.size, part.maxoff, low0]).tobytes()
+        if key in memo:
+            found = memo[key]
+            return None if found is None else found.copy()
+    pname, _, flag = name.partition("/")
+    tt = None
+    if memo is not None and low0 is None and "@" not in name:
+        # a top-level run of a strategy that the round robin repeats under a doubling node
+        # limit: its table of failed states is kept, so a rerun skips what the last one searched
+        tt = memo.setdefault(("tt", name), np.zeros((TT_SIZE, 2), dtype=np.uint64))
+    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
         before = run.nodes
         status = run.step(max(min(CHUNK, budget[0]), 1))
         budget[0] -= run.nodes - before
         if status == FOUND:
+            if key is not None:
+                memo[key] = run.best_off.copy()
             return run.best_off.copy()
         if status == EXHAUSTED:
+            if key is not None:
+                memo[key] = None
             return None
         if status == SPLIT:
             off, low = run.state[0], run.state[1]
@@ -712,7 +827,7 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
             for piece in components(part.start[rest], part.end[rest]):
                 ids = rest[piece]
                 sub = _Part.make(ids, part.start, part.end, part.size, part.maxoff, part.cap)
-                local = _solve_part(sub, name, low[ids], budget, deadline)
+                local = _solve_part(sub, name, low[ids], budget, deadline, memo)
                 if local is None:
                     ok = False
                     break
@@ -725,28 +840,65 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float):
             raise _Limit
 
 
+def _luby(i: int) -> int:
+    """The ``i``-th term (1-based) of Luby's restart sequence 1, 1, 2, 1, 1, 2, 4, 1, ..."""
+    k = 1
+    while (1 << k) - 1 < i:
+        k += 1
+    while i != (1 << k) - 1:
+        i -= (1 << (k - 1)) - 1
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+    return 1 << (k - 1)
+
+
+def strategy(i: int, preorders=PREORDERS) -> str:
+    """The ``i``-th decision strategy of the restarts: each of ``preorders`` plain, then each
+    with branching on every tight section (``/t``), then both again with perturbed keys
+    (``@k``), a new perturbation every round."""
+    m = len(preorders)
+    base, k = preorders[i % m], i // m
+    tight = "/t" if k % 2 else ""
+    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
+
+
 def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
-    """Round robin of preorders with a doubling node limit: ``("optimal", offsets, nodes)``,
-    ``("infeasible", None, nodes)`` or ``("unknown", None, nodes)`` at the deadline."""
+    """Two restart schedules sharing the nodes half and half (the next run comes from the one
+    that has spent fewer): *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node
+    limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
+    for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
+    of the plain ``preorders`` under a doubling limit (for the instances that need a long search
+    under one order). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
+    (a run searched its whole tree) or ``("unknown", None, nodes)`` at the deadline."""
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
-    nodes, limit = 0, max(n, 16)
+    unit = max(RESTART_UNIT * n, MIN_RUN)
+    spent = [0, 0]  # nodes of the Luby runs, of the round robin
+    memo: dict = {}  # the pieces' answers, shared by all runs
+    i, k, limit_rr = 0, 0, unit
     while True:
-        limit *= 2
-        for name in preorders:
-            budget = [limit]
-            try:
-                local = _solve_part(part, name, None, budget, deadline)
-            except _Limit:
-                nodes += limit - budget[0]
-                if time.perf_counter() >= deadline:
-                    return "unknown", None, nodes
-                continue
-            nodes += limit - budget[0]
-            if local is None:
-                return "infeasible", None, nodes
-            return "optimal", local, nodes
+        if spent[0] * (1.0 - LUBY_SHARE) <= spent[1] * LUBY_SHARE:
+            which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
+            i += 1
+        else:
+            which, name, limit = 1, preorders[k % len(preorders)], limit_rr
+            k += 1
+            if k % len(preorders) == 0:
+                limit_rr *= 2
+        budget = [limit]
+        try:
+            local = _solve_part(part, name, None, budget, deadline, memo)
+        except _Limit:
+            spent[which] += limit - budget[0]
+            if time.perf_counter() >= deadline:
+                return "unknown", None, spent[0] + spent[1]
+            continue
+        spent[which] += limit - budget[0]
+        if local is None:
+            return "infeasible", None, spent[0] + spent[1]
+        return "optimal", local, spent[0] + spent[1]
 
 
 def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
@@ -800,7 +952,8 @@ def _fits_bound(part: _Part, vbound: np.ndarray) -> float:
 
 
 def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: float,
-                   initial=None, preorder: str = "density", decide_share: float = 0.6):
+                   initial=None, preorder: str = "density", decide_share: float = 0.6,
+                   fit_share: float | None = None):
     """Pick and place a subset of the highest value, component by component (the kernel of
     :func:`pack_max`, also used by :mod:`mallocgym.agents.pack`).
 
@@ -808,8 +961,9 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
     adds per-op gains ``g_val[j]`` at op ``g_op[j]`` for ``j`` in ``g_ptr[b]:g_ptr[b+1]``, the
     sum at op ``t`` being capped at ``opcap[t]``; ops must not be shared between components (ops
     inside the live intervals are not). ``initial`` (offsets, or None) is a known packing: the
-    search looks only for better ones and keeps it otherwise. Returns ``(offsets, value,
-    upper_bound, proven, nodes)``.
+    search looks only for better ones and keeps it otherwise. Each component first tries to
+    place everything for ``decide_share`` of its time (``fit_share``, when given, if every
+    section holds all its rectangles: then only the geometry can stop it). Returns ``(offsets, value, upper_bound, proven, nodes)``.
     """
     begin = time.perf_counter()
     deadline = begin + time_limit_s
@@ -849,7 +1003,10 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
         all_value = value_of(np.zeros(len(ids), dtype=np.int64))
         bound = all_value
         # 1. does everything fit? (then it is optimal: values never decrease with more placed)
-        status, local, used = _decide(part, now + share * decide_share, PREORDERS)
+        # (when every section holds all its rectangles, nothing but the geometry stands in
+        # the way of placing everything, which is then the optimum: most of the time goes there)
+        fits = fit_share is not None and (part.nsec == 0 or int(part.section_totals().max()) <= part.cap)
+        status, local, used = _decide(part, now + share * (fit_share if fits else decide_share), PREORDERS)
         nodes += used
         if status == "optimal":
             offsets[ids] = local
@@ -860,7 +1017,7 @@ def maximise_parts(start, end, size, cap, maxoff, lin, gains, *, time_limit_s: f
         # 2. branch and bound, looking only for packings better than the best known; restarts
         # with other preorders and a doubling node limit share that incumbent, and any run that
         # searches its whole tree proves the incumbent optimal
-        names = [(preorder, 1), (preorder, 0)] + [(p, 0) for p in PREORDERS if p != preorder]
+        names = [(preorder, 1), (preorder, 0)] + [(p, 0) for p in OPT_PREORDERS if p != preorder]
         if start_local is not None:  # first, the neighbourhood of the initial packing
             names.insert(0, ("initial", 0))
         if start_local is not None:
