@@ -66,13 +66,18 @@ class MallocGameV1Env(ScenarioEnv):
 
     - ``0`` ``SLOW``: this use reads slow memory. Always legal.
     - ``1 + i`` ``FAST``: on a defined buffer's first segment, produce the value in fast memory at
-      candidate offset ``i`` (free gaps over ``[definition, use]``, best fit first as in v0) and
-      keep it to the use; on a later segment, ``FAST`` (``i = 0`` only) keeps the value at its
-      previous offset up to this use, legal where that chunk stays free.
+      candidate offset ``i`` (``i = 0``: XLA MSA's own look-ahead best-fit offset; then the free
+      gaps over ``[definition, use]``, best fit first as in v0) and keep it to the use; on a later
+      segment, ``FAST`` (``i = 0`` only) keeps the value at its previous offset up to this use,
+      legal where that chunk stays free.
     - ``1 + K + j * K + i`` ``PREFETCH``: an async copy from slow memory issued after the
-      picker's ``j``-th start op ``p`` (preferred, latest, earliest, midpoint, distinct) and done
-      before the use; the chunk at candidate offset ``i`` (free gaps over ``[p + 1, use]``) is
-      held from ``p + 1``. Legal once a slow copy exists.
+      ``j``-th start op ``p`` (``j = 0``: the start MSA would issue this prefetch at, its offset
+      first; then the picker's preferred, latest, earliest, midpoint; distinct, at most ``J``)
+      and done before the use; the chunk at candidate offset ``i`` (free gaps over ``[p + 1,
+      use]``) is held from ``p + 1``. Legal once a slow copy exists.
+
+    XLA's own choice is always one action, :meth:`msa_action` (``0``, ``1`` or ``1 + K``):
+    playing it at every decision leaves exactly the ``xla-msa`` baseline's plan.
 
     Legality is physical feasibility only. A position with only ``SLOW`` legal is played by the
     env itself (``info["forced_decisions"]`` counts them), so an agent sees only real choices.
