@@ -16,8 +16,10 @@ BIN=.venv/bin
 [ -x "$BIN/mallocgym" ] || BIN="$(dirname "$(command -v mallocgym)")"
 export PATH="$BIN:$PATH"
 
-# MallocGame-v1: every v1 agent in one run per suite (search agents at an equal 20 s budget)
-V1_AGENTS="all-slow,random,greedy,xla-msa,xla-msa:picker=count,xla-msa:in_env=1,rollout:time_limit=20,beam:time_limit=20,mcts:time_limit=20"
+# MallocGame-v1: every v1 agent in one run per suite (search agents at an equal 10 s budget), and
+# the search agents' headroom over xla-msa at 2 and 30 s per scenario
+V1_AGENTS="all-slow,random,greedy,xla-msa,xla-msa:picker=count,xla-msa:in_env=1,rollout:time_limit=10,beam:time_limit=10,mcts:time_limit=10"
+V1_HEADROOM="xla-msa,rollout:time_limit=2,beam:time_limit=2,mcts:time_limit=2,rollout:time_limit=30,beam:time_limit=30,mcts:time_limit=30"
 
 # folder | agent spec | suites (default = the bundled suite's test split) | game version
 ENTRIES=(
@@ -33,6 +35,7 @@ ENTRIES=(
   "pack|pack,pack:time_limit_s=10,exact_s=45|default minimalloc|v0"
   "canonical|rollout:max_completions=2000,rollout:max_completions=2000,order=canonical,beam:width=4,max_completions=2000,beam:width=4,max_completions=2000,order=canonical,mcts:simulations=8,mcts:simulations=8,order=canonical|default minimalloc|v0"
   "v1|$V1_AGENTS|default minimalloc|v1"
+  "v1-headroom|$V1_HEADROOM|default|v1"
 )
 
 FILTER=("$@")

@@ -437,6 +437,7 @@ def test_muzero_checkpoints_on_a_signal_and_resume_truncates_the_log(tmp_path, m
     from mallocgym.agents.muzero.checkpoint import checkpoint_path, load_checkpoint
 
     from mallocgym.agents.muzero.config import MuZeroConfig
+    from mallocgym.agents.muzero.runlog import JsonLog
 
     from conftest import mlp_scenario
 
@@ -447,14 +448,14 @@ def test_muzero_checkpoints_on_a_signal_and_resume_truncates_the_log(tmp_path, m
         "train.checkpoint_every_s=1000", "train.log_every_s=0.5", "train.replay_ratio=8",
     ])
 
-    real_write = trainer._Log.write
+    real_write = JsonLog.write
 
     def write(self, record):
         real_write(self, record)
         if record.get("event") == "progress":
             os.kill(os.getpid(), sig)  # Ctrl-C (or SIGTERM) during training
 
-    monkeypatch.setattr(trainer._Log, "write", write)
+    monkeypatch.setattr(JsonLog, "write", write)
     scenario = mlp_scenario(0)
     summary = trainer.train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=5, seed=0,
                             use_generator=False, progress=False)
@@ -465,7 +466,7 @@ def test_muzero_checkpoints_on_a_signal_and_resume_truncates_the_log(tmp_path, m
         handle.write(json.dumps({"event": "progress", "elapsed_s": saved + 100.0}) + "\n")
     with pytest.raises(ValueError, match="already holds a run; pass --resume"):
         trainer.train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=0.01, use_generator=False, progress=False)
-    monkeypatch.setattr(trainer._Log, "write", real_write)
+    monkeypatch.setattr(JsonLog, "write", real_write)
     trainer.train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=0.01, resume=True, use_generator=False,
                   progress=False)
     elapsed = [json.loads(line).get("elapsed_s", 0) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
