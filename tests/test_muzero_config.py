@@ -47,12 +47,16 @@ def test_overrides_parse_json_and_reject_typos():
     assert cfg.train.reward_mode == "self_competition"
     assert cfg.env.memory_bins == (8, 4)
     assert cfg.train.lr == 3e-4
-    with pytest.raises(ValueError, match="search.num_simulation"):
+    with pytest.raises(ValueError, match=r"search.num_simulation.*did you mean 'num_simulations'"):
         MuZeroConfig().with_overrides(["search.num_simulation=8"])
     with pytest.raises(ValueError, match="part.field=value"):
         MuZeroConfig().with_overrides(["num_simulations=8"])
-    with pytest.raises(ValueError, match="unknown config field"):
+    with pytest.raises(ValueError, match="unknown config field train.learning_rate"):
         MuZeroConfig.from_dict({"train": {"lr": 1e-3, "learning_rate": 1}})
+    with pytest.raises(ValueError, match=r"unknown config field search\.num_simulation \(did you mean 'num_simulations'\?\)"):
+        MuZeroConfig.from_dict({"search": {"num_simulation": 8}})
+    with pytest.raises(ValueError, match=r"unknown config part 'serach' \(did you mean 'search'\?\)"):
+        MuZeroConfig.from_dict({"serach": {}})
 
 
 def test_docs_list_every_config_field_with_its_default():

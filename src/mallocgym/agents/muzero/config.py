@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._validate import nearest_hint
+
 __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "TrainConfig", "MuZeroConfig"]
 
 SEARCH_ALGORITHMS = ("gumbel", "puct")
@@ -504,9 +506,10 @@ class MuZeroConfig:
         """Build from :meth:`to_dict`'s shape; unknown parts or fields raise ``ValueError``."""
         if not isinstance(data, dict):
             raise ValueError(f"config must be a dict of parts, got {type(data).__name__}")
-        unknown = set(data) - set(_PARTS)
+        unknown = sorted(map(str, set(data) - set(_PARTS)))
         if unknown:
-            raise ValueError(f"unknown config part(s) {sorted(unknown)}; known: {list(_PARTS)}")
+            raise ValueError(f"unknown config part {unknown[0]!r}{nearest_hint(unknown[0], _PARTS)}; "
+                             f"known: {list(_PARTS)}")
         parts = {}
         for name, part_cls in _PARTS.items():
             values = dict(data.get(name, {}))
@@ -515,9 +518,9 @@ class MuZeroConfig:
                 if values.pop(key) != default:   # older checkpoints record the default: they load
                     raise ValueError(f"config field {name}.{key} was removed (issue 31): {why}")
             names = {f.name for f in dataclasses.fields(part_cls)}
-            bad = set(values) - names
+            bad = sorted(map(str, set(values) - names))
             if bad:
-                raise ValueError(f"unknown config field(s) {sorted(f'{name}.{b}' for b in bad)}")
+                raise ValueError(f"unknown config field {name}.{bad[0]}{nearest_hint(bad[0], names)}")
             parts[name] = part_cls(**values)
         return cls(**parts)
 
@@ -534,7 +537,8 @@ class MuZeroConfig:
                 raise ValueError(f"config override {text!r}: the field was removed (issue 31): "
                                  f"{REMOVED_FIELDS[key.strip()][1]}")
             if part not in data or name not in data[part]:
-                raise ValueError(f"config override {text!r}: unknown field {key.strip()!r}")
+                hint = nearest_hint(name, data[part]) if part in data else nearest_hint(part, data)
+                raise ValueError(f"config override {text!r}: unknown field {key.strip()!r}{hint}")
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError:

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..._files import atomic_write
+from ..._interrupt import graceful_stop
 from ..._progress import Progress
 from ...scenarios import Scenario
 from .checkpoint import checkpoint_path, save_checkpoint
@@ -387,12 +388,12 @@ def _run(ray, config, scenarios, source, generator, spec, out, minutes, seed, us
     owed, heard = 0.0, 0   # the learner's update debt, as of its call number ``heard``
     latest, offered = weights, None   # the newest weights ready, and a request in flight
     sent = {id(w): weights for w in workers}
-    with Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
             what = pending.pop(ref)
             now = time.perf_counter()
-            over = now - begin >= budget
+            over = now - begin >= budget or bool(stop)  # Ctrl-C/SIGTERM: no new work, checkpoint as at the end
             if what in ("train", "add"):
                 result = _get(ray, ref)
                 if result["call"] > heard:
@@ -434,6 +435,8 @@ def _run(ray, config, scenarios, source, generator, spec, out, minutes, seed, us
         bar.update("done", done=round(budget))
     summary = _log_record(ray, learner, counters, counters["elapsed_s"], recent, losses)
     summary["checkpoint"] = str(checkpoint_path(out))
+    if stop:
+        summary["interrupted"] = True
     log.write({"event": "end", **summary})
     return summary
 
