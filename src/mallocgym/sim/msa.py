@@ -52,9 +52,8 @@ N_EXPLORED_DECREASING = 100.0
 
 MsaStatic = namedtuple("MsaStatic", [
     "params",     # float64[8]: picker, min / preferred / max ratio, count min / max, max no-copy time, eps
-    "elapsed",    # float64[T] all-slow elapsed time of each op: the copy budget per op
     "reduction",  # float64[S] time the use op saves with this segment's accesses fast (inst_elapsed_reduction)
-    "cum_slow",   # float64[T+1] prefix sums of ``elapsed`` (the scenario's; read by ``v1.interval_time``)
+    "cum_slow",   # float64[T+1] prefix sums of each op's all-slow time (the scenario's; read by ``v1.interval_time``)
 ])
 
 
@@ -92,7 +91,7 @@ def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, coun
     reduction = np.maximum(elapsed[u] - fast, 0.0)
     params = np.array([COST if picker == "cost" else COUNT, lo_r, pref_r, max_r, count_min, count_max,
                        max_r * capacity / slow_bw, 1e-12 * float(p[v1.TIME_ALL_SLOW])])
-    return MsaStatic(params, elapsed, reduction, st.cum_slow)
+    return MsaStatic(params, reduction, st.cum_slow)
 
 
 # ------------------------------------------------------------------------------ the picker
