@@ -40,7 +40,7 @@ from . import copy_budget, v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
 
 __all__ = ["MsaStatic", "PICKERS", "msa_static", "picker_starts", "nocopy_ok", "keep_free", "best_fit",
-           "look_ahead_fit", "decide", "choose", "plan"]
+           "look_ahead_fit", "decide", "plan"]
 
 PICKERS = ("cost", "count")
 COST, COUNT = 0, 1
@@ -304,15 +304,6 @@ def decide(st, state, ms, ids, s, starts, out):
                 out[0], out[1], out[2] = PREFETCH_SEG, off, p
             return
         no_room = p
-
-
-@njit(cache=True)
-def choose(st, state, ms, ids, s, starts, out):
-    """MSA's allocation for segment ``s`` of the current state into ``out[3]`` = ``(kind,
-    offset, prefetch start)`` (:func:`decide`'s first three)."""
-    full = np.empty(6, np.int64)
-    decide(st, state, ms, ids, s, starts, full)
-    out[0], out[1], out[2] = full[0], full[1], full[2]
 
 
 @njit(cache=True)
