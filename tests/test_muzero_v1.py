@@ -242,3 +242,36 @@ def test_v1_training_needs_labelled_version_2(tmp_path):
     with pytest.raises(ValueError, match="--ray"):
         train_main([*base, "--env", "v1", "--set", "network.version=2", "--set", "train.label_fraction=1", "--ray"])
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ labelled games in worker processes
+def test_label_workers_return_game_i_as_played_from_its_own_generator():
+    from mallocgym.agents.muzero.workers import LabelWorkers
+
+    config = V1.with_overrides(["train.label_positions=4", "train.heldout_fraction=0.5", "train.label_workers=1"])
+    with LabelWorkers(config, [SCENARIO], use_generator=False, seed=7, workers=2) as workers:
+        games = [workers.step() for _ in range(3)]
+    for i, (records, heldout, game) in enumerate(games):
+        expected, ret, xla_return = label_game_v1(SCENARIO, config, np.random.default_rng([7, i]))
+        assert heldout == (i % 2 == 1)   # every 1 / 0.5 = 2nd game
+        assert (game.ret, game.xla_return, game.positions) == (ret, xla_return, len(expected))
+        assert len(records) == len(expected) >= 1
+        for got, want in zip(records, expected):
+            np.testing.assert_array_equal(got.advantage, want.advantage)
+            np.testing.assert_array_equal(got.obs["candidates"], want.obs["candidates"])
+
+
+def test_label_workers_and_device_are_checked():
+    with pytest.raises(ValueError, match="label_workers must be >= 0"):
+        V1.with_overrides(["train.label_workers=-1"])
+    with pytest.raises(ValueError, match="labelled games only"):
+        MuZeroConfig().with_overrides(["network.version=2", "train.label_fraction=0.5", "train.label_workers=2"])
+    with pytest.raises(ValueError, match="need network.version = 2"):
+        MuZeroConfig().with_overrides(["train.device=cuda"])
+    with pytest.raises(ValueError, match="train.device must be one of"):
+        V1.with_overrides(["train.device=tpu"])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA device"):
+            train_main(["--minutes", "0.01", "--out", "/nonexistent/never-made", "--scenario", SCENARIO.name,
+                        "--env", "v1", "--set", "network.version=2", "--set", "train.label_fraction=1",
+                        "--set", "train.device=cuda"])

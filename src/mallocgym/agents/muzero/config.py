@@ -362,6 +362,11 @@ class TrainConfig:
         (:func:`mallocgym.agents.muzero.expert.dynamics_loss`) added to each update; a
         checkpoint trained with it plays ``muzero:DIR`` (search over the learned model). 0: the
         dynamics, reward and value heads are not trained.
+      label_workers: version 2 with ``label_fraction = 1``: labelled games are played in this
+        many worker processes (:mod:`mallocgym.agents.muzero.workers`) while the trainer's
+        process learns; 0: one game at a time in the trainer's process.
+      device: where the learner's network trains: ``"cpu"`` or ``"cuda"`` (version 2; the
+        checkpoint is the same either way and plays on the CPU).
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
     """
@@ -403,6 +408,8 @@ class TrainConfig:
     label_explore: float = 0.5
     label_temperature: float = 0.25
     dynamics_weight: float = 0.0
+    label_workers: int = 0
+    device: str = "cpu"
     checkpoint_every_s: float = 120.0
     log_every_s: float = 10.0
 
@@ -451,7 +458,16 @@ class TrainConfig:
         if self.min_replay > self.replay_capacity:
             raise ValueError(f"train.min_replay ({self.min_replay}) exceeds train.replay_capacity "
                              f"({self.replay_capacity})")
+        if self.label_workers < 0:
+            raise ValueError(f"train.label_workers must be >= 0, got {self.label_workers!r}")
+        if self.label_workers > 0 and (self.label_fraction != 1.0 or self.dynamics_weight > 0):
+            raise ValueError("train.label_workers > 0 plays labelled games only: it needs train.label_fraction = 1 "
+                             "and train.dynamics_weight = 0")
+        if self.device not in DEVICES:
+            raise ValueError(f"train.device must be one of {DEVICES}, got {self.device!r}")
 
+
+DEVICES = ("cpu", "cuda")
 
 _PARTS = {"env": EnvConfig, "network": NetworkConfig, "search": SearchConfig,
           "simulator": SimulatorConfig, "train": TrainConfig}
@@ -489,6 +505,9 @@ class MuZeroConfig:
                                                or self.env.game != "v0"):
             raise ValueError("train.dynamics_weight > 0 trains the dynamics on labelled MallocGame-v0 games: it "
                              "needs network.version = 2, train.label_fraction > 0 and env.game = 'v0'")
+        if (self.train.label_workers > 0 or self.train.device != "cpu") and self.network.version != 2:
+            raise ValueError("train.label_workers and train.device apply to the expert-iteration trainer: they need "
+                             "network.version = 2")
         if self.search.frame == "advantage" and self.network.version != 2:
             raise ValueError("search.frame = 'advantage' reads a version-2 network's advantage and residual "
                              "heads (network.version = 2)")

@@ -312,6 +312,12 @@ class AdvantageModel(NetworkModel):
                 (out.latent, out.cands))
 
 
+def _on(net: MuZeroNet, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``batch`` on the device of ``net``'s parameters (``train.device``)."""
+    device = next(net.parameters()).device
+    return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 class ExpertLearner(Learner):
     """AdamW on :func:`expert_loss` (plus ``train.dynamics_weight`` x :func:`dynamics_loss` when
     given trajectories); :meth:`step` draws a batch and takes one optimiser step."""
@@ -328,7 +334,8 @@ class ExpertLearner(Learner):
         uniformly (without, the dynamics are not updated)."""
         t = self.config.train
         self.net.train()
-        total, parts = expert_loss(self.net, replay.batch(replay.sample(t.batch_size, self.rng)), self.config)
+        batch = _on(self.net, replay.batch(replay.sample(t.batch_size, self.rng)))
+        total, parts = expert_loss(self.net, batch, self.config)
         if t.dynamics_weight > 0 and trajectories is not None and trajectories.size:
             idx, _ = trajectories.sample(t.batch_size, self.rng)
             dyn, dyn_parts = dynamics_loss(self.net, trajectories, idx, self.config)
@@ -346,7 +353,7 @@ class ExpertLearner(Learner):
     def residual_error(self, replay: ExpertReplay, idx: np.ndarray) -> float:
         """Mean absolute residual error of the current network on positions ``idx``."""
         self.net.eval()
-        batch = replay.batch(idx)
+        batch = _on(self.net, replay.batch(idx))
         _, residual, _ = self.net.expert(batch)
         return float((residual - batch["residual"]).abs().mean())
 

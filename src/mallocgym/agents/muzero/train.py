@@ -16,6 +16,7 @@ leaves nothing behind; the command refuses a ``DIR`` that holds a run unless ``-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -196,6 +197,18 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     return summary
 
 
+def _to_device(net: torch.nn.Module, learner: Learner, device: str) -> None:
+    """Move the network and the optimiser's state (a resumed run's) to ``device``
+    (``train.device``); one clear error where it is not available."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device = 'cuda' but torch sees no CUDA device")
+    net.to(device)
+    for state in learner.optimizer.state.values():
+        for key, value in state.items():
+            if torch.is_tensor(value) and key != "step":
+                state[key] = value.to(device)
+
+
 def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequence[Scenario], out: Path,
                   minutes: float, seed: int, resume: bool, use_generator: bool, progress: bool) -> dict:
     """:func:`train` for ``network.version = 2``: expert iteration on the simulator search
@@ -229,9 +242,17 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     if payload is not None:
         _resume_weights(payload, spec, net, learner)
     learner.steps = int(counters["train_steps"])
+    if t.device != "cpu":
+        _to_device(net, learner, t.device)
     net.eval()
     model = NetworkModel(net)
-    actor = ExpertActor(config, source, actor_rng, model)
+    if t.label_workers > 0:   # labelled games in worker processes (.workers); the actor's rng is not drawn
+        from .workers import LabelWorkers
+
+        actor = LabelWorkers(config, list(scenarios), use_generator=use_generator, seed=seed,
+                             workers=t.label_workers, games_started=int(counters["episodes"]))
+    else:
+        actor = ExpertActor(config, source, actor_rng, model)
     replay = ExpertReplay(t.replay_capacity, spec, positive_weight=t.positive_weight)
     heldout = ExpertReplay(HELDOUT_POSITIONS, spec, positive_weight=1.0)
     trajectories = heldout_trajectories = None   # train.dynamics_weight > 0 (issue 18, step 6): played moves
@@ -293,9 +314,15 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     owed = 0.0
     losses: list[dict] = []
     games: deque = deque(maxlen=50)
-    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
+    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar, \
+            (actor if t.label_workers > 0 else contextlib.nullcontext()):
         while time.perf_counter() - begin < budget and not stop:  # Ctrl-C/SIGTERM: checkpoint as at the end
-            records, held, game = actor.step()
+            if t.label_workers > 0:   # wait for the workers' next game no longer than the budget
+                records, held, game = actor.step(timeout=max(0.0, budget - (time.perf_counter() - begin)))
+                if game is None:
+                    continue
+            else:
+                records, held, game = actor.step()
             if game is not None and game.trajectory is not None:
                 if trajectories is not None and not held:
                     trajectories.add_trajectory(game.trajectory)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The MallocGame-v1 entry's run (issue 31): one training run, then the policy at every margin of the
+# rule (RULE.md) on the three program sets of equal_time.py, in parallel.
+#
+#   WORKERS=15 DEVICE=cuda MINUTES=6.5 OUT=out/v1-entry bash baselines/muzero/v1/run.sh   # as published
+#   WORKERS=2 MINUTES=50 bash baselines/muzero/v1/run.sh                                  # on 2 cores
+#
+# WORKERS: label-worker processes (train.label_workers) and parallel evaluations; DEVICE: the
+# learner's (train.device); MINUTES: the training budget; PY: the Python to use; SETS and
+# MARGINS: what is evaluated (default: the rule's); EVAL_OUT: where (default: OUT).
+set -euo pipefail
+PY=${PY:-python}
+WORKERS=${WORKERS:-2}
+DEVICE=${DEVICE:-cpu}
+MINUTES=${MINUTES:-50}
+OUT=${OUT:-out/v1-entry}
+SETS=${SETS:-validation table test}
+MARGINS=${MARGINS:-0 0.25 0.5 1 2 4 8}
+EVAL_OUT=${EVAL_OUT:-$OUT}
+export OMP_NUM_THREADS=1 PY OUT EVAL_OUT
+mkdir -p "$OUT" "$EVAL_OUT"
+# compile the simulator's kernels once (numba's cache), before the workers start
+$PY -c "
+import numpy as np
+from mallocgym.agents.muzero.config import MuZeroConfig
+from mallocgym.agents.muzero.v1 import label_game_v1
+from mallocgym.scenarios import resolve
+cfg = MuZeroConfig().with_overrides(['env.game=v1', 'network.version=2', 'train.label_fraction=1'])
+label_game_v1(resolve('alexnet-train@1/8'), cfg, np.random.default_rng(0))"
+$PY -m mallocgym.cli train muzero --env v1 --suite default --minutes "$MINUTES" --out "$OUT/run" --seed 0 --quiet \
+  --set network.version=2 --set train.label_fraction=1.0 \
+  --set train.generator_families=transformer,cnn,mlp,unet,rnn --set train.generator_buffers=100,3000 \
+  --set train.generator_fraction=0.9 --set train.heldout_fraction=0.05 --set train.replay_ratio=8 \
+  --set train.replay_capacity=300000 --set train.positive_weight=1 \
+  --set train.log_every_s=30 --set train.checkpoint_every_s=60 \
+  --set train.label_workers="$WORKERS" --set train.device="$DEVICE" > "$OUT/train-summary.json"
+for SET in $SETS; do
+  for M in $MARGINS; do echo "$SET $M"; done
+done | xargs -P "$WORKERS" -n 2 sh -c \
+  '$PY baselines/muzero/equal_time.py margins --env v1 --set $0 --checkpoint "$OUT/run" --margins $1 \
+     --out "$EVAL_OUT/margins_$0_$1.json" > /dev/null'

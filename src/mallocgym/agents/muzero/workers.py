@@ -1,0 +1,112 @@
+"""Labelled games in worker processes (``train.label_workers > 0``, issue 31).
+
+A labelled game (:func:`.labels.label_game` on MallocGame-v0, :func:`.v1.label_game_v1` on v1)
+needs no network: it is XLA's game with every move of some positions scored by an exact
+completion. Its cost is those completions, so labels scale with cores: ``N`` worker processes
+play labelled games while the trainer's process learns from what they return.
+
+Game ``i`` draws its scenario, env seed, labelled positions and exploring moves from its own
+generator, ``default_rng([seed, i])``, and is held out on the same rule as
+:class:`.expert.ExpertActor`'s (every ``1 / train.heldout_fraction``-th game). Games come back
+in the order they were started (the learner sees the same games in the same order whatever the
+workers' speeds; only the wall-clock budget decides how many).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections import deque
+
+import numpy as np
+
+from ...scenarios import Scenario
+from .config import MuZeroConfig
+from .expert import ExpertGame
+
+__all__ = ["LabelWorkers"]
+
+# set in each worker process by _start_worker
+_WORKER: dict = {}
+
+
+def _start_worker(config: dict, scenarios: list[Scenario], use_generator: bool) -> None:
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the trainer's: it checkpoints and ends the pool
+    torch.set_num_threads(1)
+    from .selfplay import ScenarioSource, make_generator
+
+    cfg = MuZeroConfig.from_dict(config)
+    t = cfg.train
+    generator = make_generator(t.generator_preset, t.generator_families, t.generator_buffers) if use_generator else None
+    _WORKER.update(config=cfg, source=ScenarioSource(list(scenarios), generator, t.generator_fraction))
+
+
+def _play(seed: int, index: int) -> tuple[str, list, float, float]:
+    """Worker: labelled game ``index`` (module docstring): ``(scenario, records, return, XLA's return)``."""
+    from .labels import label_game
+    from .v1 import label_game_v1
+
+    config, source = _WORKER["config"], _WORKER["source"]
+    rng = np.random.default_rng([seed, index])
+    scenario, _ = source.sample(rng)
+    play = label_game_v1 if config.env.game == "v1" else label_game
+    records, ret, xla_return = play(scenario, config, rng)[:3]
+    return scenario.name, records, ret, xla_return
+
+
+class LabelWorkers:
+    """``workers`` processes playing labelled games (module docstring); :meth:`step` returns the
+    next game in start order as :class:`.expert.ExpertActor.step` does. Use as a context manager
+    (the processes are ended on exit)."""
+
+    def __init__(self, config: MuZeroConfig, scenarios: list[Scenario], *, use_generator: bool, seed: int,
+                 workers: int, games_started: int = 0):
+        if workers < 1:
+            raise ValueError(f"label workers must be >= 1, got {workers}")
+        self.config = config
+        self.seed = int(seed)
+        self.workers = int(workers)
+        self.games_started = int(games_started)
+        context = multiprocessing.get_context("spawn")   # no fork of a process that holds torch threads
+        self.pool = context.Pool(self.workers, initializer=_start_worker,
+                                 initargs=(config.to_dict(), list(scenarios), use_generator))
+        self.pending: deque = deque()
+
+    def _heldout(self, index: int) -> bool:
+        f = self.config.train.heldout_fraction
+        return math.floor((index + 1) * f) > math.floor(index * f)
+
+    def _fill(self) -> None:
+        while len(self.pending) < 2 * self.workers:
+            index = self.games_started
+            self.games_started += 1
+            self.pending.append((index, self.pool.apply_async(_play, (self.seed, index))))
+
+    def step(self, timeout: float | None = None) -> tuple[list, bool, ExpertGame | None]:
+        """The next finished game: ``(positions, whether they are held out, the game)``; after
+        ``timeout`` seconds without it, ``([], False, None)`` (the game stays next)."""
+        self._fill()
+        index, result = self.pending[0]
+        result.wait(timeout)
+        if not result.ready():
+            return [], False, None
+        self.pending.popleft()
+        name, records, ret, xla_return = result.get()
+        heldout = self._heldout(index)
+        self._fill()
+        return records, heldout, ExpertGame(name, len(records), ret, xla_return, heldout)
+
+    def close(self) -> None:
+        """End the worker processes (games in flight are dropped)."""
+        self.pool.terminate()
+        self.pool.join()
+
+    def __enter__(self) -> "LabelWorkers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
