@@ -2,20 +2,22 @@
 # The MallocGame-v1 entry's run (issue 31): one training run, then the policy at every margin of the
 # rule (RULE.md) on the three program sets of equal_time.py, in parallel.
 #
-#   WORKERS=15 DEVICE=cuda MINUTES=6.5 OUT=out/v1-entry bash baselines/muzero/v1/run.sh   # as published
-#   WORKERS=2 MINUTES=50 bash baselines/muzero/v1/run.sh                                  # on 2 cores
+#   WORKERS=2 MINUTES=45 OUT=out/v1-entry bash baselines/muzero/v1/run.sh    # as published (2 cores)
+#   WORKERS=15 DEVICE=cuda MINUTES=6.5 bash baselines/muzero/v1/run.sh                # 16 cores and a GPU
 #
 # WORKERS: label-worker processes (train.label_workers) and parallel evaluations; DEVICE: the
 # learner's (train.device); MINUTES: the training budget; PY: the Python to use; SETS and
-# MARGINS: what is evaluated (default: the rule's); EVAL_OUT: where (default: OUT).
+# MARGINS: what is evaluated (default: the rule's); EVAL_OUT: where (default: OUT); BUFFERS: the
+# generator's buffer range (train.generator_buffers).
 set -euo pipefail
 PY=${PY:-python}
 WORKERS=${WORKERS:-2}
 DEVICE=${DEVICE:-cpu}
-MINUTES=${MINUTES:-50}
+MINUTES=${MINUTES:-45}
 OUT=${OUT:-out/v1-entry}
 SETS=${SETS:-validation table test}
 MARGINS=${MARGINS:-0 0.25 0.5 1 2 4 8}
+BUFFERS=${BUFFERS:-100,1100}
 EVAL_OUT=${EVAL_OUT:-$OUT}
 export OMP_NUM_THREADS=1 PY OUT EVAL_OUT
 mkdir -p "$OUT" "$EVAL_OUT"
@@ -29,7 +31,7 @@ cfg = MuZeroConfig().with_overrides(['env.game=v1', 'network.version=2', 'train.
 label_game_v1(resolve('alexnet-train@1/8'), cfg, np.random.default_rng(0))"
 $PY -m mallocgym.cli train muzero --env v1 --suite default --minutes "$MINUTES" --out "$OUT/run" --seed 0 --quiet \
   --set network.version=2 --set train.label_fraction=1.0 \
-  --set train.generator_families=transformer,cnn,mlp,unet,rnn --set train.generator_buffers=100,3000 \
+  --set train.generator_families=transformer,cnn,mlp,unet,rnn --set train.generator_buffers="$BUFFERS" \
   --set train.generator_fraction=0.9 --set train.heldout_fraction=0.05 --set train.replay_ratio=8 \
   --set train.replay_capacity=300000 --set train.positive_weight=1 \
   --set train.log_every_s=30 --set train.checkpoint_every_s=60 \
