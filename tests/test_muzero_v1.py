@@ -250,6 +250,8 @@ def test_label_workers_return_game_i_as_played_from_its_own_generator():
 
     config = V1.with_overrides(["train.label_positions=4", "train.heldout_fraction=0.5", "train.label_workers=1"])
     with LabelWorkers(config, [SCENARIO], use_generator=False, seed=7, workers=2) as workers:
+        # the workers are still starting (new processes): a short wait returns nothing, and game 0 stays next
+        assert workers.step(timeout=0.01) == ([], False, None)
         games = [workers.step() for _ in range(3)]
     for i, (records, heldout, game) in enumerate(games):
         expected, ret, xla_return = label_game_v1(SCENARIO, config, np.random.default_rng([7, i]))

@@ -317,8 +317,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar, \
             (actor if t.label_workers > 0 else contextlib.nullcontext()):
         while time.perf_counter() - begin < budget and not stop:  # Ctrl-C/SIGTERM: checkpoint as at the end
-            if t.label_workers > 0:   # wait for the workers' next game no longer than the budget
-                records, held, game = actor.step(timeout=max(0.0, budget - (time.perf_counter() - begin)))
+            if t.label_workers > 0:   # wait for the workers' next game in slices: the budget and Ctrl-C stay live
+                records, held, game = actor.step(timeout=min(1.0, max(0.0, budget - (time.perf_counter() - begin))))
                 if game is None:
                     continue
             else:
