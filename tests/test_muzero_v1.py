@@ -187,6 +187,21 @@ def test_gate_searches_only_where_a_gain_is_predicted():
     assert _time(SCENARIO, sol) == pytest.approx(_xla_msa_time(SCENARIO), rel=1e-12)
 
 
+def test_top_moves_score_the_networks_best_moves_only():
+    full = play_v1(SCENARIO, V1, None, gate=-1.0)   # the rollout step: every move of the subset
+    # exact advantages in the network's place: their best move is the rollout step's best, one completion each
+    top1 = play_v1(SCENARIO, V1, _oracle, gate=-1.0, top=1)
+    assert _time(SCENARIO, top1) == pytest.approx(_time(SCENARIO, full), rel=1e-12)
+    assert top1.info["completions"] == 1 + top1.info["searched_moves"] < full.info["completions"]
+    # the worst move first: one completion per position, and never below xla-msa's game
+    worst = play_v1(SCENARIO, V1, lambda *a: -_oracle(*a), gate=-1.0, top=1)
+    assert worst.info["completions"] == 1 + worst.info["searched_moves"]
+    assert _time(SCENARIO, worst) <= _xla_msa_time(SCENARIO) * (1 + 1e-12)
+    assert not worst.info.get("returned_best_seen")
+    with pytest.raises(ValueError, match="top > 0 read an advantage_fn"):
+        play_v1(SCENARIO, V1, None, gate=-1.0, top=1)
+
+
 # ------------------------------------------------------------------ checkpoints, agents, refusals
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
@@ -222,6 +237,14 @@ def test_v1_checkpoint_records_its_game_and_plays_v1_only(checkpoints):
             make_agent(f"muzero-sim:{checkpoints / 'v1'},{option}")
     with pytest.raises(ValueError, match="finetune"):
         make_agent(f"muzero-sim:{checkpoints / 'v1'},finetune=1")
+    with pytest.raises(ValueError, match="applies to a MallocGame-v1 checkpoint"):
+        make_agent(f"muzero-sim:{checkpoints / 'v0'},top=2")
+    for bad in ("-1", "1.5", "x"):
+        with pytest.raises(ValueError, match="top must be an integer >= 0"):
+            make_agent(f"muzero-sim:{checkpoints / 'v1'},top={bad}")
+    with pytest.raises(ValueError, match="top_moves must be >= 0"):
+        V1.with_overrides(["simulator.top_moves=-1"])
+    assert make_agent(f"muzero-sim:{checkpoints / 'v1'},top=2").config.simulator.top_moves == 2
     agent = make_agent(f"muzero-sim:{checkpoints / 'v1'},gate=2")
     assert agent.plays_v1 and not agent.plays_v0
     assert agent.solve_v1(SCENARIO).info["mode"] == "simulator"

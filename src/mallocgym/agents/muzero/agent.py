@@ -54,8 +54,9 @@ _OPTIONS = {
     "frame": ("search.frame", ("muzero",)),
     "gate": ("simulator.gate", ("muzero-sim",)),
     "margin": ("simulator.policy_margin", ("muzero-pol",)),
+    "top": ("simulator.top_moves", ("muzero-sim",)),
 }
-_KNOWN = "sims=N, budget_s=S (muzero, muzero-sim); frame=return|advantage (muzero); gate=G (muzero-sim); " \
+_KNOWN = "sims=N, budget_s=S (muzero, muzero-sim); frame=return|advantage (muzero); gate=G, top=K (muzero-sim); " \
          "margin=X, budget_s=S (muzero-pol)"
 
 # Options issue 18 measured and did not choose, removed by issue 31 (their numbers:
@@ -104,6 +105,9 @@ class MuZeroAgent:
         self.plays_v0, self.plays_v1 = self.game == "v0", self.game == "v1"
         if self.game == "v1":
             check_v1_agent(mode, config, num_simulations)
+        elif config.simulator.top_moves != 0:
+            raise ValueError("top= (simulator.top_moves) applies to a MallocGame-v1 checkpoint's muzero-sim; the v0 "
+                             "simulator search scores every legal move")
         if mode == "learned" and config.network.version >= 2 and config.train.dynamics_weight == 0:
             raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
                              "(its learned dynamics are untrained, train.dynamics_weight = 0): play it with "
@@ -182,7 +186,8 @@ class MuZeroAgent:
         sim = self.config.simulator
         gate = sim.gate if self.mode == "simulator" else None
         solution = play_v1(scenario, self.config, network_advantage(self.model), margin=sim.policy_margin,
-                           gate=gate, spec=self.net.spec, seed=seed, deadline=deadline, clock=self.clock)
+                           gate=gate, top=sim.top_moves, spec=self.net.spec, seed=seed, deadline=deadline,
+                           clock=self.clock)
         if self.budget_s is not None:
             solution.info["budget_s"] = self.budget_s
         return solution
@@ -250,6 +255,11 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
             if not (value.isdigit() and int(value) >= 1):
                 raise ValueError(f"agent {kind}:{arg}: sims must be an integer >= 1, got {value!r}")
             parsed["num_simulations"] = int(value)
+            continue
+        if key == "top":
+            if not value.isdigit():
+                raise ValueError(f"agent {kind}:{arg}: top must be an integer >= 0, got {value!r}")
+            overrides.append(f"{field}={int(value)}")
             continue
         if key == "frame":
             if value not in FRAMES:

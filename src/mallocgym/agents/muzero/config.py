@@ -252,6 +252,10 @@ class SimulatorConfig:
       policy_margin: the policy agent (``muzero-pol``, issue 18, step 5): leave XLA-like's move
         only where the best predicted advantage over it exceeds this (``residual_scale``
         units; 0: wherever one is predicted higher).
+      top_moves: MallocGame-v1's search (``muzero-sim`` on a v1 checkpoint, issue 31): at a
+        position the gate passes, only the ``top_moves`` moves with the highest predicted
+        advantage (other than xla-msa's) are finished by an exact completion; 0: every move of
+        the branching subset (the ``rollout`` step).
     """
 
     num_simulations: int = 8
@@ -262,6 +266,7 @@ class SimulatorConfig:
     max_logit_lead: float = 0.25
     gate: float = -1.0
     policy_margin: float = 0.0
+    top_moves: int = 0
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
@@ -269,6 +274,8 @@ class SimulatorConfig:
             raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
                              f"{self.gate!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
+        if self.top_moves < 0:
+            raise ValueError(f"simulator.top_moves must be >= 0, got {self.top_moves!r}")
         _unit("simulator", value_mix=self.value_mix)
         if not (math.isfinite(self.prior_temperature) and self.prior_temperature > 0):
             raise ValueError(f"simulator.prior_temperature must be a finite number > 0, got {self.prior_temperature!r}")

@@ -186,8 +186,8 @@ def network_advantage(model) -> AdvantageFn:
 
 
 def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn | None, *, margin: float = 0.0,
-            gate: float | None = None, spec: ObsSpec | None = None, seed: int = 0, deadline: float | None = None,
-            clock: Callable[[], float] = time.perf_counter) -> Solution:
+            gate: float | None = None, top: int = 0, spec: ObsSpec | None = None, seed: int = 0,
+            deadline: float | None = None, clock: Callable[[], float] = time.perf_counter) -> Solution:
     """One MallocGame-v1 game; returns the v1 mapping. At each decision with at least two moves
     in :func:`branch_mask`:
 
@@ -196,23 +196,28 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
       ``margin``;
     - ``gate`` given, the gated search: where the predicted gain
       (:func:`.labels.predicted_gain` over xla-msa's move) exceeds ``gate`` (a negative gate:
-      everywhere, and ``advantage_fn`` may be None), every move of the subset is scored exactly
-      (:class:`Completions`, the rollout step) and the best is played (xla-msa's on ties), else
-      xla-msa's move. Playing a scored move then xla-msa reproduces its completion, so the game
-      ends at the best completion seen, never worse than xla-msa's from the start (checked; the
-      best is returned).
+      everywhere, and ``advantage_fn`` may be None), the moves of the subset other than
+      xla-msa's are scored exactly (:class:`Completions`, the rollout step; with ``top > 0``
+      only the ``top`` with the highest predicted advantage, the network's order) and the best
+      is played where it beats the current game's own completion (xla-msa's move's, known
+      without a completion: playing a scored move then xla-msa reproduces its completion),
+      else xla-msa's move. So the game ends at the best completion seen, never worse than
+      xla-msa's from the start (checked; the best is returned).
 
     Once ``clock() >= deadline`` the rest is xla-msa's. ``spec``: the network's observation spec,
     checked against the env's."""
     env = make_env_v1(scenario, config).unwrapped
     if spec is not None and obs_spec_v1(env) != spec:
         raise ValueError(f"the network was trained on observations {spec}, the env gives {obs_spec_v1(env)}")
-    if advantage_fn is None and (gate is None or gate >= 0):
-        raise ValueError("the policy and a gate >= 0 read an advantage_fn")
+    if advantage_fn is None and (gate is None or gate >= 0 or top > 0):
+        raise ValueError("the policy, a gate >= 0 and top > 0 read an advantage_fn")
+    if top < 0:
+        raise ValueError(f"top must be >= 0, got {top}")
     obs, info = env.reset(seed=seed)
     st = env.static
     scorer = None if gate is None else Completions(st)
     start_time = scorer.complete(env.sim_state) if scorer is not None else None
+    current = start_time   # the completion of the game so far finished by xla-msa
     done = env.current_segment < 0
     decisions = departures = searched = 0
     out_of_time = False
@@ -227,14 +232,20 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                 action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
                 decisions += 1
             else:
-                gain = (np.inf if gate < 0 else
-                        predicted_gain(advantage_fn(env, obs, legal, base), legal, base)[0])
+                advantage = None if gate < 0 and top == 0 else advantage_fn(env, obs, legal, base)
+                gain = np.inf if gate < 0 else predicted_gain(advantage, legal, base)[0]
                 decisions += 1
                 if gain > gate:
-                    times = scorer.scores(env.sim_state, np.flatnonzero(legal))
+                    others = legal.copy()
+                    others[base] = False
+                    moves = np.flatnonzero(others)
+                    if top > 0:   # the network's order: the highest predicted advantages first
+                        moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:top]]
+                    times = scorer.scores(env.sim_state, moves)
                     searched += 1
-                    if times.min() < times[base]:
+                    if times.min() < current:
                         action = int(np.argmin(times))
+                        current = float(times[action])
             departures += int(action != base)
         obs, _, done, _, info = env.step(action)
     details = {"mode": "policy" if gate is None else "simulator", "game": "v1", "decisions": decisions,
