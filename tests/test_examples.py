@@ -89,3 +89,25 @@ def test_xla_dump_names_a_missing_dump(tmp_path):
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and str(tmp_path / "none") in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+# The step-benchmark scripts of docs/speed.md live under tests/benchmarks (not collected by pytest).
+def run_script(relative: str, *args: str, cwd: Path) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / relative), *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_v1_step_growth_script_prints_a_row_per_size(tmp_path):
+    out = run_script("tests/benchmarks/v1_step_growth.py", "--sizes", "100,200", "--steps", "20", cwd=tmp_path)
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if re.match(r"\| \d", line)]
+    assert [int(r[0]) for r in rows] == sorted(int(r[0]) for r in rows) and len(rows) == 2, out
+    assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in rows), out
+
+
+def test_v1_step_parts_script_prints_every_part(tmp_path):
+    out = run_script("tests/benchmarks/v1_step_parts.py", "--buffers", "100", "--steps", "20", "--reps", "1",
+                     cwd=tmp_path)
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names == ["copy", "rules", "cost", "legal", "observation", "kernel"], out
