@@ -59,3 +59,12 @@ def test_link_check_sees_a_broken_link(tmp_path):
     page.write_text("[ok](page.md) [url](https://x.org/a) [here](#top) [gone](missing.md#part)\n"
                     "```\n[in code](nowhere.md)\n```\n")
     assert relative_links(page) == ["page.md", "missing.md"]
+
+
+def test_every_docs_page_opens_with_what_the_user_runs_and_gets():
+    pages = sorted((ROOT / "docs").glob("*.md"))
+    assert len(pages) > 10
+    for page in pages:
+        first = " ".join(page.read_text(encoding="utf-8").split("\n\n")[1].split())  # the paragraph after the title
+        assert first.startswith("You ") and "`" in first and "you get" in first.replace("and get", "you get"), \
+            f"{page.name} opens with: {first[:120]!r}"
