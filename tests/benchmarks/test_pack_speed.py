@@ -1,7 +1,7 @@
 """Packing targets of issues 20 and 33, checked here (not in the default test run):
 
     .venv/bin/python -m pytest tests/benchmarks/test_pack_speed.py --benchmark-only
-    .venv/bin/python tests/benchmarks/test_pack_speed.py      # the same, as a table (docs/pack.md)
+    .venv/bin/python tests/benchmarks/test_pack_speed.py      # the same, as a table (baselines/pack/README.md)
 
 - each of MiniMalloc's A-E at 1 MiB packed whole (100 % of the bytes) in under 4 s after
   warm-up, by :func:`mallocgym.sim.pack.pack` on the traces' own clock and by the ``pack``
@@ -100,7 +100,7 @@ def test_planted_zero_slack_packed_whole(benchmark, minimalloc, n, seed):
 
 
 def main() -> None:
-    """Print the table of docs/pack.md: every row above, once."""
+    """Print the table of baselines/pack/README.md: every row above, once."""
     suite = _suite()
     print("| instance | kernel: packed | wall | nodes | agent `pack`: packed | wall |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -107,7 +107,7 @@ class ExactConfig:
       no_overlap: ``"cliques"`` (one NoOverlap over addresses per maximal set of co-live
         buffers), ``"2d"`` (one NoOverlap2D over time x address) or ``"both"``. The first two
         state the same constraint, since the time intervals are fixed; ``"cliques"`` found
-        better packings on MiniMalloc's instances in our runs (docs/exact.md).
+        better packings on MiniMalloc's instances in our runs (baselines/exact/README.md).
       log: print CP-SAT's search log to stdout.
     """
 

@@ -2,7 +2,7 @@
 
 Usage: ``make_agent("pack")`` (10 s), ``make_agent("pack:30")`` or
 ``make_agent("pack:time_limit_s=30,lp_bound=0")``; or :func:`solve_pack`. docs/pack.md has the
-details and the measured results.
+details, baselines/pack/README.md the measured results.
 
 The scenario becomes :func:`mallocgym.agents.exact.build_problem`'s integer model (the same
 exact reductions and integer time quanta as the CP-SAT agent): the buffers that can save time,

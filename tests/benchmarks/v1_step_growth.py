@@ -1,12 +1,15 @@
 """How MallocGame-v1's step time grows with program size, against v0 (docs/speed.md).
 
-    .venv/bin/python examples/v1_step_growth.py [--sizes 1000,10000,50000] [--steps 2000]
+    .venv/bin/python tests/benchmarks/v1_step_growth.py [--sizes 1000,10000,50000] [--steps 2000]
 
 Synthetic MLP training steps (``mallocgym.speed.program_with_buffers``) at 1/8 of their peak
 live bytes; each version plays its fixed cheap policy (``mallocgym.speed._action``) through
 ``gym.make`` for ``--steps`` steps from the start of an episode (after a warm-up), and the mean
 step time is printed. A v1 step re-simulates the whole program (O(ops + copies)) and scans the
 fast-memory chunks opened so far, so it grows with the program; a v0 step does not.
+
+A script beside the pytest-benchmark targets (pytest does not collect it);
+tests/test_examples.py runs it once with a tiny size.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a MallocGame-v1 step's kernel time goes (docs/speed.md, "MallocGame-v1").
 
-    .venv/bin/python examples/v1_step_parts.py [--buffers 1000] [--steps 1500] [--reps 10]
+    .venv/bin/python tests/benchmarks/v1_step_parts.py [--buffers 1000] [--steps 1500] [--reps 10]
 
 Plays the fixed cheap policy of ``mallocgym.speed`` through ``gym.make`` on a synthetic MLP
 training step (``mallocgym.speed.program_with_buffers``) and, before each step, replays that
@@ -10,6 +10,9 @@ choices with the forced positions between (``v1_obs.advance_forced``) and the ob
 (``v1_obs.observe``). Differences of the cumulative times give each part's mean per step, with no
 Python or argument unboxing in them. Process CPU time, so other jobs on the machine inflate it
 less than wall time.
+
+A script beside the pytest-benchmark targets (pytest does not collect it);
+tests/test_examples.py runs it once with a tiny size.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from mallocgym.speed import _action, program_with_buffers
 PARTS = ("copy", "rules", "cost update", "legal moves", "observation")
 
 
-@njit
+@njit(cache=True)
 def _replay(st, src, dst, s, kind, off, pstart, table, obs, reps, peak_live, total_bytes, parts):
     """Copy ``src`` into ``dst`` and play the first ``parts`` parts of a step, ``reps`` times."""
     for _ in range(reps):
@@ -57,7 +60,7 @@ def main() -> None:
     c = env_u._compiled
     st = c.static
     scratch = v1.copy_state(env_u._state)
-    table = v1_obs.Table(*(a.copy() for a in env_u._table))
+    table = v1_obs.copy_table(env_u._table)
     scratch_obs = v1_obs.Obs(*(a.copy() for a in env_u._obs))
     _replay(st, env_u._state, scratch, 0, v1.SLOW, -1, -1, table, scratch_obs, 1, c.peak_live, c.total_bytes, 5)
     total = np.zeros(len(PARTS))
