@@ -41,7 +41,6 @@ import numpy as np
 from ...features import v1 as v1_obs
 from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
-from ...features import v1 as v1_obs
 from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
@@ -204,7 +203,8 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
       else xla-msa's move. So the game ends at the best completion seen, never worse than
       xla-msa's from the start (checked; the best is returned).
 
-    Once ``clock() >= deadline`` the rest is xla-msa's. ``spec``: the network's observation spec,
+    Once ``clock() >= deadline`` the rest is xla-msa's (one completion, no step through the env).
+    ``spec``: the network's observation spec,
     checked against the env's."""
     env = make_env_v1(scenario, config).unwrapped
     if spec is not None and obs_spec_v1(env) != spec:
@@ -225,10 +225,11 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
         action = base
-        if legal.sum() >= 2 and not out_of_time:
+        if legal.sum() >= 2:
             if deadline is not None and clock() >= deadline:
-                out_of_time = True
-            elif gate is None:
+                out_of_time = True   # the rest is xla-msa's: one completion below, no step through the env
+                break
+            if gate is None:
                 action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
                 decisions += 1
             else:
@@ -252,10 +253,16 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                "searched_moves": decisions if gate is None else searched, "departures": departures}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
-    mapping = env.mapping()
+    if out_of_time:
+        finished = v1.copy_state(env.sim_state)
+        complete_msa(st, finished, scorer.table if scorer is not None else v1_obs.make_table(st))
+        mapping = mapping_from_state(scenario.workload, st, finished)
+    else:
+        finished = env.sim_state
+        mapping = env.mapping()
     if scorer is not None:
         details.update(completions=scorer.count, start_time=start_time, kept_xla=scorer.best_time >= start_time)
-        final = float(env.sim_state.totals[v1.TIME])
+        final = float(finished.totals[v1.TIME])
         if scorer.best_time < final * (1 - 1e-12):  # not expected: xla-msa is sequentially consistent
             details["returned_best_seen"] = True
             mapping = mapping_from_state(scenario.workload, st, scorer.best_state)
