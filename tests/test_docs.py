@@ -25,3 +25,15 @@ def test_readme_setup_commands_exist_in_makefile():
     assert "make run" in readme and "make test" in readme
     assert "\nrun:" in makefile and "\ntest:" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_run_is_the_headline_and_the_quick_start_leads_with_v1():
+    """`make run` calls `mallocgym run` (the v1 headline), after creating the venv; the README's
+    quick start shows MallocGame-v1 before v0."""
+    makefile = (ROOT / "Makefile").read_text()
+    run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert run.startswith(" $(STAMP)") and "mallocgym run" in run and "bench" not in run
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1]
+    assert quick.index('gym.make("MallocGame-v1"') < quick.index('gym.make("MallocGame-v0"')
+    assert "make run" in readme and "mallocgym run" in readme

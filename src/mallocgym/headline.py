@@ -104,14 +104,14 @@ def headline_text(headline: Headline, *, title: str) -> str:
         if a != BASELINE:
             w, t, l = tally((headline.get(s, a).speedup, headline.get(s, BASELINE).speedup)
                             for s in headline.scenarios)
-            text += f" ({w} wins, {t} ties, {l} losses)"
+            text += f" ({w} / {t} / {l})"
         parts.append(text)
     walls = []
     for a in headline.agents:
         rows = [headline.get(s, a) for s in headline.scenarios]
         slow = max(rows, key=lambda r: r.wall_s)
         walls.append(f"`{a}` {sum(r.wall_s for r in rows):.1f} s (slowest: {slow.scenario}, {slow.wall_s:.1f} s)")
-    lines += ["", f"Geometric-mean speedup over {len(headline.scenarios)} scenarios, wins against `{BASELINE}`: "
-              + "; ".join(parts) + ".",
+    lines += ["", f"Geometric-mean speedup over {len(headline.scenarios)} scenarios (wins / ties / losses against "
+              f"`{BASELINE}`): " + "; ".join(parts) + ".",
               "", "Wall time: " + "; ".join(walls) + "."]
     return "\n".join(lines) + "\n"
