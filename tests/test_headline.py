@@ -64,6 +64,8 @@ def test_search_agent_is_named_after_its_budget():
     assert agent.name == "beam:width=4,time_limit=0.5" and agent.config.time_limit == 0.5
     with pytest.raises(ValueError, match="does not search"):
         search_agent("xla-msa", 2)
+    with pytest.raises(ValueError, match="sets time_limit=; the budget is --budget-s"):
+        search_agent("mcts:time_limit=5", 2)   # never silently replaced by --budget-s
 
 
 def test_write_results_refuses_an_unknown_extra_file(tmp_path):
@@ -88,6 +90,14 @@ def test_run_refuses_bad_input_and_writes_nothing(capsys, tmp_path, argv, messag
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_default_policy_outside_a_checkout_is_one_clear_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--scenario", "unet-infer@1/8", "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "the published policy is read from a checkout's baselines/ folder" in err
+    assert "--policy none" in err and not (tmp_path / "run").exists()
 
 
 def test_make_run_headline_smoke(capsys, tmp_path):

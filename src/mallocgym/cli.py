@@ -484,7 +484,8 @@ def _run_run(args) -> int:
     from ._extras import MissingExtraError, require_extra
     from ._files import claim_folder
     from .harness import RESULT_FILES, write_results
-    from .headline import HEADLINE_FILE, PICTURE_FILE, best_gain, headline_text, run_headline, search_agent
+    from .headline import (DEFAULT_POLICY, HEADLINE_FILE, PICTURE_FILE, best_gain, headline_text, run_headline,
+                           search_agent)
 
     if not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
@@ -494,6 +495,10 @@ def _run_run(args) -> int:
     if not policy:
         raise UsageError("--policy is empty; give KIND:PATH, or none to leave the learned agent out")
     policy = None if policy.lower() == "none" else policy
+    if policy == DEFAULT_POLICY and not Path(DEFAULT_POLICY.split(":", 1)[1]).is_dir():
+        raise UsageError(f"--policy {DEFAULT_POLICY} (the default): the published policy is read from a checkout's "
+                         f"baselines/ folder and {Path.cwd()} has none; run from the repository root, or give "
+                         "--policy KIND:PATH, or --policy none to leave it out")
     search_agent(args.search, args.budget_s)  # a spec that does not search: refused before any work
     with claim_folder(args.out, RESULT_FILES):
         scenarios = _select(args, default_split="test")

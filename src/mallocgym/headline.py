@@ -34,6 +34,11 @@ PICTURE_FILE = "memory-map.png"
 def search_agent(spec: str, budget_s: float) -> Agent:
     """The search agent ``spec`` with a wall budget of ``budget_s`` seconds per scenario, named
     after both (``rollout:time_limit=2``); a spec that does not search is a ``ValueError``."""
+    options = spec.partition(":")[2].split(",")
+    given = [o.split("=")[0] for o in options if o.split("=")[0].strip() in ("time_limit", "budget_s")]
+    if given:
+        raise ValueError(f"--search {spec!r} sets {given[0]}=; the budget is --budget-s (the same for every "
+                         "scenario), give it there")
     agent = make_agent(spec)
     if not with_budget(agent, budget_s):
         raise ValueError(f"--search {spec!r} does not search, so a budget means nothing to it: give rollout, beam "
