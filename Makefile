@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet "torch==2.13.0" -c constraints.txt
 	# everything the tests and `make run` need (`pip install mallocgym` alone has no torch; see README).
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,sb3,muzero,exact,plot,tensorboard,ray]"
-	# compile the numba kernels `make run` uses, once (about 3 minutes of CPU; cached in __pycache__):
+	# compile the numba kernels `make run` uses, once (about 2.5 minutes of CPU; cached in __pycache__):
 	# the headline on one small scenario
 	$(VENV)/bin/mallocgym run --scenario strassen2-matmul@1/8 --budget-s 0.1 --out $(VENV)/warm-up --quiet >/dev/null
 	touch $(STAMP)
