@@ -68,3 +68,15 @@ def test_every_docs_page_opens_with_what_the_user_runs_and_gets():
         first = " ".join(page.read_text(encoding="utf-8").split("\n\n")[1].split())  # the paragraph after the title
         assert first.startswith("You ") and "`" in first and "you get" in first.replace("and get", "you get"), \
             f"{page.name} opens with: {first[:120]!r}"
+
+
+def test_make_run_is_the_headline_and_the_quick_start_leads_with_v1():
+    """`make run` calls `mallocgym run` (the v1 headline), after creating the venv; the README's
+    quick start shows MallocGame-v1 before v0."""
+    makefile = (ROOT / "Makefile").read_text()
+    run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert run.startswith(" $(STAMP)") and "mallocgym run" in run and "bench" not in run
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1]
+    assert quick.index('gym.make("MallocGame-v1"') < quick.index('gym.make("MallocGame-v0"')
+    assert "make run" in readme and "mallocgym run" in readme

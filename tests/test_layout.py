@@ -33,7 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mallocgym.heuristics",),
     ("mallocgym.env", "mallocgym.vector", "mallocgym.render"),
     ("mallocgym.agents",),
-    ("mallocgym.harness", "mallocgym.speed", "mallocgym.show", "mallocgym.plot"),
+    ("mallocgym.harness", "mallocgym.speed", "mallocgym.show", "mallocgym.plot", "mallocgym.scoreboard",
+     "mallocgym.headline"),
     ("mallocgym.cli", "mallocgym"),  # the command line, and the package's public face (__init__)
 )
 

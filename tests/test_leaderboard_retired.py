@@ -22,8 +22,12 @@ def test_a_retired_agent_leaves_the_tables_with_its_reason(tmp_path):
     rows = mr.load_entries(tmp_path)
     assert sorted(r["agent"] for r in rows) == ["kept", "xla"]
     text, _ = mr.render(rows, mr.suite_of(), gone=gone)
-    assert "| minimalloc-A@1MiB | 2.000 | **3.000** |" in text   # the best speedup is the kept agent's
-    assert "- `old-mode` ([`mz/default-test`](mz/default-test/)): its mode was removed; numbers in the README" in text
+    page = mr.entry_pages(rows, mr.suite_of(), gone)["mz/default-test"]
+    assert "| minimalloc-A@1MiB | 2.000 | **3.000** |" in page   # the best speedup is the kept agent's
+    assert "| scenario | xla | kept |" in page   # no column for the retired agent
+    assert "- `old-mode`: its mode was removed; numbers in the README" in page
+    assert ("- `old-mode` ([`mz/default-test`](mz/default-test/RESULTS.md)): its mode was removed; numbers in the "
+            "README") in text
     (folder / "retired.json").write_text('["old-mode"]')
     with pytest.raises(ValueError, match="expected an object of agent -> reason"):
         mr.retired(tmp_path)

@@ -282,13 +282,17 @@ def test_make_readme_builds_tables(tmp_path):
         (folder / "results.json").write_text(json.dumps([
             {"scenario": s, "agent": a, "speedup": x, "placed_bytes_fraction": p, "wall_s": 0.5,
              "time": 1.0 / x, "time_all_slow": 1.0, "gap": g} for s, a, x, p, g in results]))
-    text, summary = mr.render(mr.load_entries(tmp_path), mr.suite_of())
-    assert "| minimalloc-A@1MiB | 2.000 | **4.000 (gap 25.0%)** |" in text
-    assert "| minimalloc-B@1MiB | **8.000** | **8.000** |" in text
-    assert "| xla | 4.000 | 92.50% | 1/2 |" in text  # geomean of 2 and 8
-    assert "| rollout | 5.657 | 96.00% | 2/2 |" in text
-    assert "`mallocgym bench --agents rollout`" in text
-    assert "(../baselines/rollout/minimalloc/)" in summary
+    rows, where = mr.load_entries(tmp_path), mr.suite_of()
+    text, summary = mr.render(rows, where)
+    page = mr.entry_pages(rows, where)["rollout/minimalloc"]   # xla's column first, for reference
+    assert "| minimalloc-A@1MiB | 2.000 | **4.000 (gap 25.0%)** |" in page
+    assert "| minimalloc-B@1MiB | **8.000** | **8.000** |" in page
+    assert "`mallocgym bench --agents rollout`" in page
+    # geomean of 2 and 8 is 4; rollout: sqrt(4 * 8); wins A (4 > 2), ties B; wall 2 x 0.5 s
+    assert "| xla | 4.000 | baseline | 1.0 |  | [xla/minimalloc](xla/minimalloc/RESULTS.md) |" in text
+    assert "| rollout | 5.657 | 1 / 1 / 0 | 1.0 |  | [rollout/minimalloc](rollout/minimalloc/RESULTS.md) |" in text
+    assert "minimalloc-A@1MiB" not in text   # per-scenario rows live in the entries' pages
+    assert "(../baselines/rollout/minimalloc/RESULTS.md)" in summary
 
 
 def test_make_readme_rejects_bad_results(tmp_path):
@@ -322,7 +326,7 @@ def test_make_readme_lists_training_budgets(tmp_path):
     (tmp_path / "lab" / "train-log.jsonl").unlink()
     (tmp_path / "lab").rmdir()
     text, docs = mr.render([], {}, lines)
-    assert "## Training budgets" in text and "[`mz`](mz/)" in text and "[`mz`](../baselines/mz/)" in docs
+    assert "**Training budgets" in docs and "[`mz`](../baselines/mz/)" in docs
     (tmp_path / "mz" / "train-log.jsonl").write_text(json.dumps(log[0]) + "\n")
     with pytest.raises(ValueError, match="no 'end' event"):
         mr.training_budgets(tmp_path)

@@ -164,12 +164,15 @@ def test_make_readme_keeps_v1_results_in_their_own_tables(tmp_path):
         (folder / "results.json").write_text(json.dumps([
             {"scenario": "unet-infer@1/8", "agent": "rollout", "env": env, "speedup": speedup,
              "placed_bytes_fraction": 0.5, "wall_s": 1.0, "time": 1.0 / speedup, "time_all_slow": 1.0}]))
-    text, _ = mr.render(mr.load_entries(tmp_path), mr.suite_of())
-    v0 = text.index("## Bundled suite (real XLA programs): suite `default`")
-    v1 = text.index("## Bundled suite (real XLA programs) on MallocGame-v1: suite `default`")
-    assert v0 < v1
-    assert "| unet-infer@1/8 | **2.000** |" in text[v0:v1] and "3.000" not in text[v0:v1]
-    assert "| unet-infer@1/8 | **3.000** |" in text[v1:]
+    rows, where = mr.load_entries(tmp_path), mr.suite_of()
+    text, _ = mr.render(rows, where)
+    v1, v0 = text.index("## MallocGame-v1"), text.index("## MallocGame-v0")
+    assert v1 < v0   # v1 first
+    assert "| rollout | 3.000 |" in text[v1:v0] and "2.000" not in text[v1:v0]
+    assert "| rollout | 2.000 |" in text[v0:] and "3.000" not in text[v0:]
+    pages = mr.entry_pages(rows, where)
+    assert "| unet-infer@1/8 | **2.000** |" in pages["rollout"] and "3.000" not in pages["rollout"]
+    assert "| unet-infer@1/8 | **3.000** |" in pages["v1-test"] and "2.000" not in pages["v1-test"]
 
 
 def test_make_readme_states_the_headroom_of_search_over_xla_msa(tmp_path):
@@ -185,7 +188,7 @@ def test_make_readme_states_the_headroom_of_search_over_xla_msa(tmp_path):
     (folder / "results.json").write_text(json.dumps([
         {"scenario": s, "agent": a, "env": "v1", "speedup": v, "placed_bytes_fraction": 0.5, "wall_s": 1.0}
         for s, a, v in rows]))
-    text, _ = mr.render(mr.load_entries(tmp_path), mr.suite_of())
+    text = mr.entry_pages(mr.load_entries(tmp_path), mr.suite_of())["v1"]
     assert "| unet-infer@1/8 | 2.000 | 2.200 | mcts:time_limit=20 | +10.0% |" in text
     assert "| unet-infer@1/2 | 1.500 | 1.500 | rollout:time_limit=20 | +0.0% |" in text
     assert "Geometric mean headroom: +4.9%" in text

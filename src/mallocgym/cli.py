@@ -453,6 +453,90 @@ def _run_eval(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- run
+def _add_run(p: argparse.ArgumentParser) -> None:
+    from .headline import DEFAULT_BUDGET_S, DEFAULT_POLICY, DEFAULT_SEARCH, HEADLINE_FILE, PICTURE_FILE
+
+    p.epilog = ("MallocGame-v1, the game as XLA's Memory Space Assignment plays it. Writes results.{md,csv,json} and "
+                f"mappings.json.gz (as bench --out does), {HEADLINE_FILE} (the table and summary printed) and "
+                f"{PICTURE_FILE}: the search agent's memory map of the scenario where it beats xla-msa by the most "
+                "(none when it beats it nowhere or without the [plot] extra; the output says so). " + _SELECTION_HELP)
+    p.add_argument("--suite", help="suite name: default, synthetic, minimalloc or large (default: default)")
+    p.add_argument("--split", choices=["train", "test"], help="only this split (default: test; any with --scenario)")
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="only this scenario (repeatable); see below for --suite/--split with it")
+    p.add_argument("--search", default=DEFAULT_SEARCH,
+                   help="the search agent set against xla-msa: rollout, beam or mcts, with options (default: "
+                        "%(default)s)")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+                   help="the search agent's wall budget in seconds per scenario (default: %(default)g)")
+    p.add_argument("--policy", default=DEFAULT_POLICY,
+                   help="the learned agent, as KIND:PATH with the checkpoint's own settings unless options are "
+                        "given; none: leave it out (default: %(default)s, the published mallocMuZero policy "
+                        "of a checkout)")
+    p.add_argument("--seed", type=seed_type, default=0, help=f"seed for stochastic agents, 0..{MAX_SEED} "
+                                                            "(default: %(default)s)")
+    p.add_argument("--out", default="out/run", help="the results folder (default: %(default)s)")
+    _add_quiet(p)
+
+
+def _run_run(args) -> int:
+    from ._extras import MissingExtraError, require_extra
+    from ._files import claim_folder
+    from .harness import RESULT_FILES, write_results
+    from .headline import (DEFAULT_POLICY, HEADLINE_FILE, PICTURE_FILE, best_gain, headline_text, run_headline,
+                           search_agent)
+
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
+    if not args.search.strip():
+        raise UsageError("--search is empty")
+    policy = args.policy.strip()
+    if not policy:
+        raise UsageError("--policy is empty; give KIND:PATH, or none to leave the learned agent out")
+    policy = None if policy.lower() == "none" else policy
+    if policy == DEFAULT_POLICY and not Path(DEFAULT_POLICY.split(":", 1)[1]).is_dir():
+        raise UsageError(f"--policy {DEFAULT_POLICY} (the default): the published policy is read from a checkout's "
+                         f"baselines/ folder and {Path.cwd()} has none; run from the repository root, or give "
+                         "--policy KIND:PATH, or --policy none to leave it out")
+    search_agent(args.search, args.budget_s)  # a spec that does not search: refused before any work
+    with claim_folder(args.out, RESULT_FILES):
+        scenarios = _select(args, default_split="test")
+        headline = run_headline(scenarios, search=args.search, budget_s=args.budget_s, policy=policy,
+                                seed=args.seed, progress=not args.quiet)
+        if args.scenario:
+            where = f"{len(scenarios)} chosen scenario" + ("s" if len(scenarios) > 1 else "")
+        else:
+            where = f"suite `{args.suite or 'default'}`, split {args.split or 'test'}"
+        text = headline_text(headline, title=f"MallocGame-v1, {where}")
+        searcher = headline.agents[1]
+        best = best_gain(headline, searcher)
+        png = None
+        if best is None:
+            note = f"No picture: `{searcher}` beats `xla-msa` on no scenario."
+        else:
+            try:
+                require_extra("plot", "the memory-map picture")
+            except MissingExtraError as exc:
+                note = f"No picture: {exc}."
+            else:
+                from .plot import figure_png, memory_map_figure
+
+                scenario = next(s for s in scenarios if s.name == best[0])
+                png = figure_png(memory_map_figure(scenario, headline.get(best[0], searcher)))
+                note = (f"Picture: `{PICTURE_FILE}`, the memory map of `{searcher}` on {best[0]}, where it beats "
+                        f"`xla-msa` by the most ({best[1] - 1:+.1%}).")
+        text += "\n" + note + "\n"
+        print(text, end="")
+        extra = {HEADLINE_FILE: text.encode()}
+        if png is not None:
+            extra[PICTURE_FILE] = png
+        command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        out = write_results(headline.results, args.out, command=command, extra=extra)
+        print(f"wrote {out}/: results.{{md,csv,json}}, mappings.json.gz, {', '.join(extra)}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- evaluate
 def _add_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a bundled scenario name or a workload file (.json, .npz, .csv)")
@@ -552,6 +636,7 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "show": ("statistics of a scenario", _add_show, _run_show),
     "import": ("convert a workload file to mallocgym JSON/NPZ", _add_import, _run_import),
     "solve": ("map one scenario with one agent", _add_solve, _run_solve),
+    "run": ("the headline: xla-msa against search and the learned policy on MallocGame-v1", _add_run, _run_run),
     "bench": ("run agents over a suite (or --speed)", _add_bench, _run_bench),
     "eval": ("evaluate one agent on a suite's split", _add_eval, _run_eval),
     "evaluate": ("check and price a MallocGame-v1 mapping file", _add_evaluate, _run_evaluate),

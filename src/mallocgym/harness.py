@@ -317,10 +317,13 @@ def to_csv(results: Sequence[Result]) -> str:
     return buffer.getvalue()
 
 
-def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None) -> Path:
+def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None,
+                  extra: dict[str, bytes] | None = None) -> Path:
     """Write ``results.md``, ``results.csv`` and ``results.json`` into ``out_dir`` as one set;
     MallocGame-v1 results keep their mappings in ``mappings.json.gz`` (:func:`load_mappings`)
-    instead of ``results.json``, which has v0's offsets.
+    instead of ``results.json``, which has v0's offsets. ``extra``: more files of the set (name ->
+    bytes), each named in :data:`RESULT_FILES` and none of the above (``mallocgym run``'s
+    ``headline.md`` and ``memory-map.png``).
 
     The files are written into a temporary folder beside ``out_dir`` and renamed into place
     (:func:`mallocgym._files.replace_folder`): the folder holds this set only (an older run's
@@ -329,6 +332,11 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
     """
     if not results:
         raise ValueError("no results to write")
+    extra = dict(extra or {})
+    for name in extra:
+        if name not in RESULT_FILES or name in WRITTEN_FILES:
+            raise ValueError(f"write_results: extra file {name!r} is not one of "
+                             f"{', '.join(sorted(set(RESULT_FILES) - set(WRITTEN_FILES)))}")
     out = check_result_folder(out_dir, RESULT_FILES, flag="folder")
     header = f"Command: `{command}`\n\n" if command else ""
     v1_rows = [r for r in results if r.env == "v1"]
@@ -339,12 +347,13 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
     if v1_rows:  # v1 mappings run to megabytes as JSON: one compressed file beside the results
         mappings = {f"{r.scenario}|{r.agent}": r.mapping for r in v1_rows}
         files[MAPPINGS_FILE] = gzip.compress(json.dumps(mappings, separators=(",", ":")).encode(), mtime=0)
-    return replace_folder(out, files)
+    return replace_folder(out, {**files, **extra})
 
 
 MAPPINGS_FILE = "mappings.json.gz"
-RESULT_FILES = ("results.md", "results.csv", "results.json", MAPPINGS_FILE, "speed.json")
-"""What a ``bench --out`` folder holds (each run replaces the whole set)."""
+WRITTEN_FILES = ("results.md", "results.csv", "results.json", MAPPINGS_FILE)
+RESULT_FILES = WRITTEN_FILES + ("speed.json", "headline.md", "memory-map.png")
+"""What a ``bench --out`` or ``run --out`` folder holds (each run replaces the whole set)."""
 
 
 def load_mappings(folder: str | Path) -> dict[tuple[str, str], dict]:

@@ -11,7 +11,7 @@
   muzero`` (``log.jsonl``) write.
 
 Each returns a :class:`matplotlib.figure.Figure` (no pyplot, no global state);
-:func:`save_figure` writes it as a PNG atomically. Importing this module needs no matplotlib;
+:func:`save_figure` writes it as a PNG atomically (:func:`figure_png`: the PNG's bytes). Importing this module needs no matplotlib;
 every function that draws raises :class:`mallocgym._extras.MissingExtraError` naming the
 ``[plot]`` extra when it is missing. The env's ``render_mode="rgb_array"`` frames stay NumPy
 rasters (:mod:`mallocgym.render`), with no matplotlib.
@@ -33,7 +33,7 @@ from .hardware import Hardware
 from .render import buffer_colour
 from .workloads import Workload
 
-__all__ = ["memory_map_figure", "pressure_figure", "training_figure", "save_figure", "read_run", "TrainingRun",
+__all__ = ["memory_map_figure", "pressure_figure", "training_figure", "save_figure", "figure_png", "read_run", "TrainingRun",
            "op_times", "op_times_v1", "plot_run", "reference_speedups", "byte_unit", "NotARunError", "WIDTH_PX",
            "DPI"]
 
@@ -655,6 +655,16 @@ def training_figure(run: TrainingRun, reference: dict[str, float] | None = None,
         facts.append("one run" if runs == 1 else f"{runs} runs (resumed {runs - 1}×)")
     axes[0].set_title(f"{run.path.name}: {head}\n" + ", ".join(facts), fontsize=10)
     return fig
+
+
+def figure_png(fig) -> bytes:
+    """``fig`` as PNG bytes (what :func:`save_figure` writes), for a caller that writes a set of
+    files as one (``mallocgym run``)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
 
 
 def save_figure(fig, path) -> Path:
