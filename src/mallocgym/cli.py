@@ -322,14 +322,16 @@ def _runner(args):
 
 
 def _add_bench(p: argparse.ArgumentParser) -> None:
-    p.epilog = _SELECTION_HELP + (" --speed measures the simulator and env instead and takes none of "
+    p.epilog = _SELECTION_HELP + (" Each run is printed on stderr as it finishes (not with --quiet); the table "
+                                  "comes at the end. --speed measures the simulator and env instead and takes none of "
                                   "--suite, --split, --scenario, --agents and --seed.")
     _add_selection(p, None)
     p.add_argument("--agents",
                    help="comma-separated agents; a KEY=VALUE piece is an option of the agent before it, "
                         "as in xla,muzero:DIR,sims=64; each agent once (default: all-slow,random,xla)")
     p.add_argument("--out", help="write results.md, results.csv and results.json into this folder once every "
-                                 "run has finished (nothing is written when one fails)")
+                                 "run has finished (nothing is written when one fails); a run stopped by Ctrl-C or "
+                                 "SIGTERM writes (and prints) the runs that finished, and exits with status 130")
     p.add_argument("--budget-s", type=float, metavar="S",
                    help="the same wall budget in seconds per scenario for every search agent (rollout, beam and "
                         "mcts time_limit, muzero budget_s); an error when no agent given searches")
@@ -412,21 +414,33 @@ def _run_bench(args) -> int:
 
                 replace_folder(args.out, {"speed.json": (json.dumps(report, indent=1) + "\n").encode()})
         return 0
-    from .harness import bench, to_markdown, write_results
+    from ._interrupt import terminate_as_interrupt
+    from .harness import BenchInterrupted, bench, to_markdown, write_results
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
     if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
     with _claim_out(args.out):
-        results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
-                        budget_s=args.budget_s, runner=_runner(args))
+        note = None
+        try:
+            with terminate_as_interrupt():  # SIGTERM stops the run as Ctrl-C does
+                results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
+                                budget_s=args.budget_s, runner=_runner(args), rows=True)
+        except BenchInterrupted as stop:
+            if not stop.results:
+                raise
+            results = stop.results
+            note = f"Interrupted after {len(results)} of {stop.total} runs: the finished ones are below."
         if args.json:
             _print_json([r.to_dict(with_offsets=False) for r in results])
         else:
-            print(to_markdown(results))
+            print(to_markdown(results), flush=True)
         if args.out:
             command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-            print(f"wrote {write_results(results, args.out, command=command)}/results.{{md,csv,json}}")
+            print(f"wrote {write_results(results, args.out, command=command, note=note)}/results.{{md,csv,json}}",
+                  flush=True)
+        if note:
+            raise KeyboardInterrupt  # exit status 130, "interrupted"
     return 0
 
 
