@@ -336,6 +336,11 @@ def _add_bench(p: argparse.ArgumentParser) -> None:
                    help="the same wall budget in seconds per scenario for every search agent (rollout, beam and "
                         "mcts time_limit, muzero budget_s); an error when no agent given searches")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
+    p.add_argument("--sizes", metavar="N,N,...",
+                   help="with --speed: a size sweep instead of the standard figures, over synthetic programs of "
+                        "about these many buffers (as 1000,10000,60000): xla-msa's plan, a v1 completion's cost "
+                        "per decision from mid-episode, the mean v1 and v0 steps over a whole episode, with ratios "
+                        "to the smallest size")
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_quiet(p)
     _add_ray(p)
@@ -401,19 +406,27 @@ def _run_bench(args) -> int:
             given.append("--env")
         if given:
             raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
-        from .speed import format_report, measure
+        from ._progress import Progress
+        from .speed import format_report, format_sizes, measure, measure_sizes, parse_sizes
 
+        sizes = None if args.sizes is None else parse_sizes(args.sizes)
         with _claim_out(args.out):
-            report = measure()
+            if sizes is None:
+                report = measure()
+            else:
+                with Progress(len(sizes) * 5 + 1, "speed", enabled=not args.quiet) as bar:
+                    report = measure_sizes(sizes, progress=lambda text: bar.update(text))
             if args.json:
                 _print_json(report)
             else:
-                print(format_report(report))
+                print(format_report(report) if sizes is None else format_sizes(report))
             if args.out:
                 from ._files import replace_folder
 
                 replace_folder(args.out, {"speed.json": (json.dumps(report, indent=1) + "\n").encode()})
         return 0
+    if args.sizes is not None:
+        raise UsageError("--sizes is a setting of --speed (the size sweep): add --speed")
     from ._interrupt import terminate_as_interrupt
     from .harness import BenchInterrupted, bench, to_markdown, write_results
 
