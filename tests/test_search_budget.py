@@ -245,3 +245,35 @@ def test_bench_stopped_by_sigterm_writes_what_finished(tmp_path):
     assert proc.returncode == 130, stderr
     assert "| xla |" in stdout and "mcts" not in stdout
     assert [r["agent"] for r in json.loads((out / "results.json").read_text())] == ["xla"]
+
+
+# ------------------------------------------------------------------------ bench --speed --sizes
+@pytest.mark.parametrize("text, message", [
+    ("abc", "'abc' is not a whole number"), ("1000,1000", "1000 is given twice"), ("5", "5 is out of range"),
+    (",", "a comma-separated list of buffer counts"), ("1000,-3", "'-3' is not a whole number"),
+    ("1e4", "'1e4' is not a whole number")])
+def test_bad_sizes_are_one_clear_error(capsys, text, message):
+    from mallocgym.cli import main
+
+    assert main(["bench", "--speed", "--sizes", text]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert main(["bench", "--sizes", "1000"]) == 2
+    assert "--sizes is a setting of --speed" in capsys.readouterr().err
+
+
+def test_size_sweep_measures_every_size_with_ratios_to_the_smallest():
+    from mallocgym.speed import format_sizes, measure_sizes, parse_sizes
+
+    assert parse_sizes("1000, 10_000,60000") == [1000, 10000, 60000]
+    stages = []
+    report = measure_sizes([400, 200], progress=stages.append)
+    rows = report["sizes"]
+    assert [r["buffers_asked"] for r in rows] == [400, 200] and len(stages) == 1 + 5 * 2
+    for r in rows:
+        assert r["v1_episode_steps"] > 0 and r["completion_decisions"] > 0 and 0 < r["v0_episode_steps"] <= r["buffers"]
+        assert r["msa_plan_s"] > 0 and r["v1_step_us"] > 0 and r["v0_step_us"] > 0
+    table = format_sizes(report)
+    small_row = [line for line in table.splitlines() if line.startswith(f"| {rows[1]['buffers']:,} ")][0]
+    assert small_row.count("| 1.00 |") == 4  # its own ratios
+    assert "ratio to the" in table
