@@ -249,7 +249,7 @@ def measure_sizes(sizes: list[int], progress=None) -> dict:
         say(f"{buffers} buffers: xla-msa plan")
         msa_best, _ = msa_run_seconds(scenario, repeats)
         say(f"{buffers} buffers: v1 completion from mid-episode")
-        per_decision, decisions, segments = completion_seconds_per_decision(scenario)
+        per_decision, decisions, segments = completion_seconds_per_decision(scenario, repeats)
         say(f"{buffers} buffers: v1 episode")
         v1_step, v1_steps = episode_step_seconds(scenario, "MallocGame-v1")
         say(f"{buffers} buffers: v0 episode")
