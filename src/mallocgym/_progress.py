@@ -100,6 +100,16 @@ class Progress:
         step = self.done - before
         self._bar.update(int(step) if float(step).is_integer() else step)
 
+    def write(self, line: str) -> None:
+        """Print ``line`` above the bar (flushed at once); nothing when the bar is not drawn."""
+        if not self.enabled:
+            return
+        if self._bar is not None and self.tty:
+            self._bar.write(line, file=self.stream)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         """Draw the final state and end the bar's line (idempotent)."""
         if self._bar is not None:

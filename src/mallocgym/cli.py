@@ -322,18 +322,25 @@ def _runner(args):
 
 
 def _add_bench(p: argparse.ArgumentParser) -> None:
-    p.epilog = _SELECTION_HELP + (" --speed measures the simulator and env instead and takes none of "
+    p.epilog = _SELECTION_HELP + (" Each run is printed on stderr as it finishes (not with --quiet); the table "
+                                  "comes at the end. --speed measures the simulator and env instead and takes none of "
                                   "--suite, --split, --scenario, --agents and --seed.")
     _add_selection(p, None)
     p.add_argument("--agents",
                    help="comma-separated agents; a KEY=VALUE piece is an option of the agent before it, "
                         "as in xla,muzero:DIR,sims=64; each agent once (default: all-slow,random,xla)")
     p.add_argument("--out", help="write results.md, results.csv and results.json into this folder once every "
-                                 "run has finished (nothing is written when one fails)")
+                                 "run has finished (nothing is written when one fails); a run stopped by Ctrl-C or "
+                                 "SIGTERM writes (and prints) the runs that finished, and exits with status 130")
     p.add_argument("--budget-s", type=float, metavar="S",
                    help="the same wall budget in seconds per scenario for every search agent (rollout, beam and "
                         "mcts time_limit, muzero budget_s); an error when no agent given searches")
     p.add_argument("--speed", action="store_true", help="measure simulator and env speed instead")
+    p.add_argument("--sizes", metavar="N,N,...",
+                   help="with --speed: a size sweep instead of the standard figures, over synthetic programs of "
+                        "about these many buffers (as 1000,10000,60000): xla-msa's plan, a v1 completion's cost "
+                        "per decision from mid-episode, the mean v1 and v0 steps over a whole episode, with ratios "
+                        "to the smallest size")
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_quiet(p)
     _add_ray(p)
@@ -399,34 +406,54 @@ def _run_bench(args) -> int:
             given.append("--env")
         if given:
             raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
-        from .speed import format_report, measure
+        from ._progress import Progress
+        from .speed import format_report, format_sizes, measure, measure_sizes, parse_sizes
 
+        sizes = None if args.sizes is None else parse_sizes(args.sizes)
         with _claim_out(args.out):
-            report = measure()
+            if sizes is None:
+                report = measure()
+            else:
+                with Progress(len(sizes) * 5 + 1, "speed", enabled=not args.quiet) as bar:
+                    report = measure_sizes(sizes, progress=lambda text: bar.update(text))
             if args.json:
                 _print_json(report)
             else:
-                print(format_report(report))
+                print(format_report(report) if sizes is None else format_sizes(report))
             if args.out:
                 from ._files import replace_folder
 
                 replace_folder(args.out, {"speed.json": (json.dumps(report, indent=1) + "\n").encode()})
         return 0
-    from .harness import bench, to_markdown, write_results
+    if args.sizes is not None:
+        raise UsageError("--sizes is a setting of --speed (the size sweep): add --speed")
+    from ._interrupt import terminate_as_interrupt
+    from .harness import BenchInterrupted, bench, to_markdown, write_results
 
     agents = _agents(args.agents if args.agents is not None else "all-slow,random,xla")
     if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise UsageError(f"--budget-s {args.budget_s}: a number of seconds > 0")
     with _claim_out(args.out):
-        results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
-                        budget_s=args.budget_s, runner=_runner(args))
+        note = None
+        try:
+            with terminate_as_interrupt():  # SIGTERM stops the run as Ctrl-C does
+                results = bench(_select(args), agents, seed=args.seed or 0, env=args.env, progress=not args.quiet,
+                                budget_s=args.budget_s, runner=_runner(args), rows=True)
+        except BenchInterrupted as stop:
+            if not stop.results:
+                raise
+            results = stop.results
+            note = f"Interrupted after {len(results)} of {stop.total} runs: the finished ones are below."
         if args.json:
             _print_json([r.to_dict(with_offsets=False) for r in results])
         else:
-            print(to_markdown(results))
+            print(to_markdown(results), flush=True)
         if args.out:
             command = "mallocgym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-            print(f"wrote {write_results(results, args.out, command=command)}/results.{{md,csv,json}}")
+            print(f"wrote {write_results(results, args.out, command=command, note=note)}/results.{{md,csv,json}}",
+                  flush=True)
+        if note:
+            raise KeyboardInterrupt  # exit status 130, "interrupted"
     return 0
 
 

@@ -26,8 +26,8 @@ from .agents.base import plays_v1
 from .pricing.v0 import evaluate
 from .scenarios import Scenario
 
-__all__ = ["Result", "solve", "bench", "Run", "Runner", "local_runner", "ray_runner", "solve_spec",
-           "to_markdown", "to_csv", "write_results", "load_mappings"]
+__all__ = ["Result", "solve", "bench", "BenchInterrupted", "Run", "Runner", "local_runner", "ray_runner",
+           "solve_spec", "row_line", "to_markdown", "to_csv", "write_results", "load_mappings"]
 
 
 @dataclass
@@ -221,14 +221,38 @@ def ray_runner(address: str | None = None) -> Runner:
     return RayRunner(address, solve=solve_spec)
 
 
+class BenchInterrupted(KeyboardInterrupt):
+    """:func:`bench` was interrupted (Ctrl-C, or SIGTERM where the caller turns it into one):
+    ``results`` holds the runs that finished, in the bench's order, and ``total`` the runs asked for."""
+
+    def __init__(self, results: list[Result], total: int):
+        super().__init__(f"bench interrupted after {len(results)} of {total} runs")
+        self.results = results
+        self.total = total
+
+
+def row_line(result: Result) -> str:
+    """One finished run as one line: what :func:`bench` shows as each run ends."""
+    line = (f"{result.scenario}  {result.agent}: speedup {result.speedup:.4f}, placed bytes "
+            f"{result.placed_bytes_fraction:.1%}, wall {result.wall_s:.2f} s")
+    over = result.info.get("over_budget_s") if result.info else None
+    if over:
+        line += f" ({over:.2f} s over budget)"
+    return line
+
+
 def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed: int = 0,
           progress: bool = True, env: str = "v0", budget_s: float | None = None,
-          runner: Runner | None = None) -> list[Result]:
+          runner: Runner | None = None, rows: bool = False) -> list[Result]:
     """Every agent on every scenario of game ``env`` (``"v0"`` or ``"v1"``), with a progress
     bar on stderr. ``budget_s``: the same wall budget per scenario for every search agent
     (:func:`with_budget`; an error when no agent given searches). ``runner`` dispatches the
     runs (default :func:`local_runner`; :func:`ray_runner` spreads them over Ray); the results
     come back in the same order, scenario by scenario, whatever the runner.
+
+    With ``rows`` (and ``progress``) each run is printed as it finishes (:func:`row_line`, on
+    stderr above the bar, flushed). A ``KeyboardInterrupt`` while the runs go on becomes a
+    :class:`BenchInterrupted` carrying the runs that finished.
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
     clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
@@ -257,10 +281,15 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
         _warm_up()  # before the bar, so that a first compile's one-line notice does not cut through it
         runner = local_runner
     results: list[Result | None] = [None] * len(runs)
-    with Progress(len(runs), "bench", enabled=progress) as bar:
-        for i, result in runner(runs):
-            results[i] = result
-            bar.update(f"{result.scenario} {result.agent}")
+    try:
+        with Progress(len(runs), "bench", enabled=progress) as bar:
+            for i, result in runner(runs):
+                results[i] = result
+                if rows:
+                    bar.write(row_line(result))
+                bar.update(f"{result.scenario} {result.agent}")
+    except KeyboardInterrupt:
+        raise BenchInterrupted([r for r in results if r is not None], len(runs)) from None
     missing = sum(r is None for r in results)
     if missing:
         raise ValueError(f"bench: the runner returned no result for {missing} of {len(runs)} runs")
@@ -318,7 +347,7 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def write_results(results: Sequence[Result], out_dir: str | Path, *, command: str | None = None,
-                  extra: dict[str, bytes] | None = None) -> Path:
+                  extra: dict[str, bytes] | None = None, note: str | None = None) -> Path:
     """Write ``results.md``, ``results.csv`` and ``results.json`` into ``out_dir`` as one set;
     MallocGame-v1 results keep their mappings in ``mappings.json.gz`` (:func:`load_mappings`)
     instead of ``results.json``, which has v0's offsets. ``extra``: more files of the set (name ->
@@ -329,6 +358,7 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
     (:func:`mallocgym._files.replace_folder`): the folder holds this set only (an older run's
     ``mappings.json.gz`` goes), and a failure (no results, a value that does not serialise, a
     full disk) leaves ``out_dir`` as it was. A folder holding other files is refused.
+    ``note`` (as "interrupted after 3 of 12 runs") goes under the command in ``results.md``.
     """
     if not results:
         raise ValueError("no results to write")
@@ -338,7 +368,7 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
             raise ValueError(f"write_results: extra file {name!r} is not one of "
                              f"{', '.join(sorted(set(RESULT_FILES) - set(WRITTEN_FILES)))}")
     out = check_result_folder(out_dir, RESULT_FILES, flag="folder")
-    header = f"Command: `{command}`\n\n" if command else ""
+    header = (f"Command: `{command}`\n\n" if command else "") + (f"{note}\n\n" if note else "")
     v1_rows = [r for r in results if r.env == "v1"]
     rows = [r.to_dict(with_offsets=r.env != "v1") for r in results]
     files = {"results.md": header + to_markdown(results), "results.csv": to_csv(results),

@@ -5,6 +5,11 @@
 - one numba-only greedy episode (best fit, XLA order) over a ~10,000-buffer program;
 - a MallocGame-v1 step on the same ~1,000-buffer program, as a ratio to the v0 step;
 - one ``xla-msa`` run (compile, plan, mapping) over the ~10,000-buffer program.
+
+:func:`measure_sizes` (``mallocgym bench --speed --sizes 1000,10000,60000``) is the size sweep:
+per program size, ``xla-msa``'s plan, a v1 completion's cost per decision from the middle of the
+episode (what the search agents and mallocMuZero's labels call), and the mean v1 and v0 steps
+over a whole episode, all in one process, with ratios to the smallest size (:func:`format_sizes`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from .scenarios import Scenario, capacity_for
 from .workloads.synthetic import mlp_training_step
 
 __all__ = ["program_with_buffers", "env_step_seconds", "cartpole_step_seconds", "greedy_episode_seconds",
-           "msa_run_seconds", "measure", "format_report"]
+           "msa_run_seconds", "measure", "format_report", "episode_step_seconds", "completion_seconds_per_decision",
+           "parse_sizes", "measure_sizes", "format_sizes", "MIN_SIZE", "MAX_SIZE"]
 
 
 def program_with_buffers(n_buffers: int, seed: int = 0, fraction: float = 0.125) -> Scenario:
@@ -149,3 +155,135 @@ def format_report(r: dict) -> str:
         f"xla-msa run, {r['greedy_buffers']} buffers (MallocGame-v1):   best {r['msa_run_s_best']:.2f} s, "
         f"median {r['msa_run_s_median']:.2f} s  (target < 1 s)"
     )
+
+
+# ---------------------------------------------------------------------------------- size sweep
+MIN_SIZE, MAX_SIZE = 100, 1_000_000
+"""The program sizes (buffers) :func:`measure_sizes` accepts."""
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"1000,10000,60000"`` -> ``[1000, 10000, 60000]``; anything else is one ``ValueError``
+    naming what is wrong (sizes are whole buffer counts in [MIN_SIZE, MAX_SIZE], each once)."""
+    usage = f"a comma-separated list of buffer counts from {MIN_SIZE:,} to {MAX_SIZE:,}, as 1000,10000,60000"
+    pieces = [p.strip().replace("_", "") for p in str(text).split(",")]
+    if not any(pieces):
+        raise ValueError(f"--sizes {text!r}: {usage}")
+    sizes = []
+    for p in pieces:
+        if not p.isdigit():
+            raise ValueError(f"--sizes {text!r}: {p!r} is not a whole number; {usage}")
+        n = int(p)
+        if not MIN_SIZE <= n <= MAX_SIZE:
+            raise ValueError(f"--sizes {text!r}: {n} is out of range; {usage}")
+        if n in sizes:
+            raise ValueError(f"--sizes {text!r}: {n} is given twice; {usage}")
+        sizes.append(n)
+    return sizes
+
+
+def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int]:
+    """Mean seconds per ``env.step`` via ``gym.make`` over one whole episode (the fixed policy of
+    :func:`env_step_seconds`; reset excluded) and the episode's steps. Warm the kernels first."""
+    import warnings
+
+    import gymnasium as gym
+
+    with warnings.catch_warnings():  # "MallocGame-v0 is out of date": v0 is timed on purpose
+        warnings.simplefilter("ignore", DeprecationWarning)
+        env = gym.make(env_id, workload=scenario.workload, hardware=scenario.hardware)
+    k = env.unwrapped.k
+    obs, _ = env.reset(seed=0)
+    steps, done = 0, False
+    begin = time.perf_counter()
+    while not done:
+        obs, _, done, _, _ = env.step(_action(env_id, obs["action_mask"], k))
+        steps += 1
+    return (time.perf_counter() - begin) / steps, steps
+
+
+def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3) -> tuple[float, int, int]:
+    """Seconds per real decision of ``heuristics.v1.complete_msa`` from the position halfway
+    through the episode (MSA's own game played to there), best of ``repeats``; also the
+    decisions one completion makes and the game's segments."""
+    from .features.v1 import advance_forced
+    from .heuristics.v1 import complete_msa, new_game, play_action
+
+    st, mid, table, _ = new_game(scenario)
+    n = st.seg_use.shape[0]
+    s = advance_forced(st, mid, table)
+    while s >= 0 and int(mid.counters[sim.v1.POS]) < n // 2:
+        s = play_action(st, mid, s, table, table.msa_action[0])
+    best, decisions = float("inf"), 0
+    for _ in range(repeats):
+        state = sim.v1.copy_state(mid)
+        begin = time.perf_counter()
+        complete_msa(st, state, table)
+        elapsed = time.perf_counter() - begin
+        decisions = int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN])
+        best = min(best, elapsed)
+    return best / max(decisions, 1), decisions, n
+
+
+def _warm_sizes() -> None:
+    """Compile or load every kernel the sweep times, on a small program."""
+    small = program_with_buffers(MIN_SIZE)
+    msa_run_seconds(small, repeats=1)
+    completion_seconds_per_decision(small, repeats=1)
+    for env_id in ("MallocGame-v1", "MallocGame-v0"):
+        episode_step_seconds(small, env_id)
+
+
+def measure_sizes(sizes: list[int], progress=None) -> dict:
+    """The size sweep (module docstring) over programs of about ``sizes`` buffers
+    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage."""
+    say = progress or (lambda text: None)
+    say("warm-up")
+    _warm_sizes()
+    rows = []
+    for n in sizes:
+        say(f"{n} buffers: building the program")
+        scenario = program_with_buffers(n)
+        buffers = scenario.workload.num_buffers
+        repeats = 3 if buffers <= 20000 else 1
+        say(f"{buffers} buffers: xla-msa plan")
+        msa_best, _ = msa_run_seconds(scenario, repeats)
+        say(f"{buffers} buffers: v1 completion from mid-episode")
+        per_decision, decisions, segments = completion_seconds_per_decision(scenario, repeats)
+        say(f"{buffers} buffers: v1 episode")
+        v1_step, v1_steps = episode_step_seconds(scenario, "MallocGame-v1")
+        say(f"{buffers} buffers: v0 episode")
+        v0_step, v0_steps = episode_step_seconds(scenario, "MallocGame-v0")
+        rows.append({"buffers_asked": n, "buffers": buffers, "ops": int(scenario.workload.num_ops),
+                     "segments": segments, "msa_plan_s": msa_best, "completion_us_per_decision": per_decision * 1e6,
+                     "completion_decisions": decisions, "v1_step_us": v1_step * 1e6, "v1_episode_steps": v1_steps,
+                     "v0_step_us": v0_step * 1e6, "v0_episode_steps": v0_steps, "v1_to_v0": v1_step / v0_step})
+    return {"machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}",
+            "sizes": rows}
+
+
+_SIZE_COLUMNS = (("msa_plan_s", "xla-msa plan s", "{:.3f}"),
+                 ("completion_us_per_decision", "v1 completion us/decision", "{:.1f}"),
+                 ("v1_step_us", "v1 step us", "{:.1f}"),
+                 ("v0_step_us", "v0 step us", "{:.1f}"))
+
+
+def format_sizes(report: dict) -> str:
+    """The sweep as a Markdown table: each figure and its ratio to the smallest program's."""
+    rows = report["sizes"]
+    base = min(rows, key=lambda r: r["buffers"])
+    head = ["buffers", "ops", "segments"]
+    for _, title, _ in _SIZE_COLUMNS:
+        head += [title, "x"]
+    head.append("v1 / v0 step")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rows:
+        cells = [f"{r['buffers']:,}", f"{r['ops']:,}", f"{r['segments']:,}"]
+        for key, _, fmt in _SIZE_COLUMNS:
+            cells += [fmt.format(r[key]), f"{r[key] / base[key]:.2f}"]
+        cells.append(f"{r['v1_to_v0']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    note = (f"(x: ratio to the {base['buffers']:,}-buffer program; completion: heuristics.v1.complete_msa from the "
+            "position halfway through the episode, per real decision; steps: mean over one whole episode via "
+            "gym.make)")
+    return "\n".join(lines) + "\n" + note

@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass
 
 
+from ..._clock import NO_DEADLINE, deadline_after
 from ..._validate import MAX_CANDIDATES
 
-__all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "pace_allowance", "UCT", "SEARCH_ORDERS", "V1_COMPLETIONS"]
+__all__ = ["RolloutConfig", "BeamConfig", "MCTSConfig", "pace_allowance", "UCT", "SEARCH_ORDERS", "V1_COMPLETIONS",
+           "OutOfTime"]
 
 # ---------------------------------------------------------------------------------- configs
 V1_COMPLETIONS = ("xla-msa", "greedy")
@@ -178,18 +180,61 @@ def pace_allowance(time_left: float, left: int, searched: int, made: int, *, by_
 
 
 # ---------------------------------------------------------------------------------- budget
+class OutOfTime(Exception):
+    """A completion gave up at the search's deadline (:mod:`._timed`): the search stops and
+    returns its incumbent."""
+
+
 class _Budget:
-    """Completions and wall seconds (from its creation, read on ``clock``) a search may spend."""
+    """Completions and wall seconds (from its creation, read on ``clock``) a search may spend.
+
+    A search creates its budget first thing, so the time limit covers its whole run: setting up
+    the scenario and the base policy's completion (the fallback, which always runs in full)
+    included. ``deadline_ns`` is the same deadline on the kernels' clock
+    (:mod:`mallocgym._clock`), for the completions that give up at it; with a ``clock`` other
+    than the default (tests) the kernels get none.
+    """
 
     def __init__(self, max_completions: int | None, time_limit: float | None, clock=time.perf_counter):
         self.max_completions = max_completions
+        self.time_limit = time_limit
         self.clock = clock
-        self.deadline = None if time_limit is None else clock() + time_limit
+        self.begin = clock()
+        self.deadline = None if time_limit is None else self.begin + time_limit
+        self.deadline_ns = NO_DEADLINE
+        if self.deadline is not None and clock is time.perf_counter:  # the time left, on the kernels' clock
+            self.deadline_ns = deadline_after(self.deadline - clock())
+        self.fallback_s: float | None = None
+        self.stopped: str | None = None
 
     def exhausted(self, completions: int, upcoming: int = 0) -> bool:
         if self.max_completions is not None and completions + upcoming > self.max_completions:
+            self.stopped = self.stopped or "completions"
             return True
-        return self.deadline is not None and self.clock() >= self.deadline
+        if self.deadline is not None and self.clock() >= self.deadline:
+            self.stopped = self.stopped or "time"
+            return True
+        return False
+
+    def fallback_done(self) -> None:
+        """Record the seconds spent so far: the set-up and the fallback completion."""
+        self.fallback_s = self.clock() - self.begin
+
+    def info(self) -> dict:
+        """What the result records: ``fallback_s`` (set-up plus the base policy's completion);
+        ``stopped`` (``"time"`` or ``"completions"``) when the budget ended the search before the
+        game's end; ``over_budget_s`` when the run (so far) took longer than ``time_limit``, as
+        when the fallback alone exceeds it."""
+        out: dict = {}
+        if self.fallback_s is not None:
+            out["fallback_s"] = round(self.fallback_s, 6)
+        if self.stopped:
+            out["stopped"] = self.stopped
+        if self.deadline is not None:
+            over = self.clock() - self.deadline
+            if over > 0:
+                out["over_budget_s"] = round(over, 6)
+        return out
 
 
 # ---------------------------------------------------------------------------------- MCTS
@@ -286,31 +331,41 @@ class UCT:
                 best_i, key = i, (c.best, c.visits, -i)
         self.root = root.children[best_i] or self.child(root, best_i)
 
-    def run(self, time_limit: float | None, clock=time.perf_counter) -> int:
+    def run(self, time_limit: float | None, clock=time.perf_counter, budget: _Budget | None = None) -> int:
         """Search and commit decision by decision to the end; return the simulations run. With
         ``cfg.pace`` (and a ``time_limit``) a decision with a choice runs at least
         ``cfg.simulations`` and goes on while its :func:`pace_allowance` is not spent; the
         allowance is read on ``clock`` at the decision's start from the buffers left
-        (``game.left(state)``, the default v0 game's only) and the share of decisions searched."""
-        budget = _Budget(None, time_limit, clock)
+        (``game.left(state)``, the default v0 game's only) and the share of decisions searched.
+
+        ``budget`` (default: ``time_limit`` from now on ``clock``) is read before every
+        simulation: once it is spent, and when a completion gives up at its deadline
+        (:class:`OutOfTime`), the search stops where it is and the game's incumbent stands."""
+        if budget is None:
+            budget = _Budget(None, time_limit, clock)
         if self.cfg.pace and budget.deadline is None:
             raise ValueError("pace=1 spends a wall budget: give the search a time_limit (or the harness's --budget-s)")
         clock = budget.clock
-        sims = made = searched = 0
-        while not self.game.done(self.root.state):
-            self.expand(self.root)
-            made += 1
-            if len(self.root.actions) > 1:
-                if budget.exhausted(0):
-                    break  # out of time: the best mapping found so far stands
-                searched += 1
-                start = clock()
-                allowance = (pace_allowance(budget.deadline - start, self.game.left(self.root.state), searched, made,
-                                            by_length=True) if self.cfg.pace else 0.0)
-                done = 0
-                while done < self.cfg.simulations or (clock() - start < allowance and not budget.exhausted(0)):
-                    self.simulate()
-                    done += 1
-                sims += done
-            self.commit()
-        return sims
+        self.sims = made = searched = 0
+        try:
+            while not self.game.done(self.root.state):
+                self.expand(self.root)
+                made += 1
+                if len(self.root.actions) > 1:
+                    if budget.exhausted(0):
+                        break  # out of time: the best mapping found so far stands
+                    searched += 1
+                    start = clock()
+                    allowance = (pace_allowance(budget.deadline - start, self.game.left(self.root.state), searched,
+                                                made, by_length=True) if self.cfg.pace else 0.0)
+                    done = 0
+                    while done < self.cfg.simulations or clock() - start < allowance:
+                        if done and budget.exhausted(0):
+                            return self.sims
+                        self.simulate()
+                        done += 1
+                        self.sims += 1
+                self.commit()
+        except OutOfTime:
+            budget.stopped = budget.stopped or "time"
+        return self.sims

@@ -48,11 +48,13 @@ import numpy as np
 from numba import njit
 
 from ... import sim
-from ...heuristics.v0 import FIT_BEST, complete, decide, run_fit
+from ..._clock import NO_DEADLINE
+from ...heuristics.v0 import complete, decide
 from ...scenarios import Scenario
 from ...sim import STEP, TIME, canonical, copy_into
 from ..base import Solution, parse_config
-from .base import (UCT, BeamConfig, MCTSConfig, RolloutConfig, _Budget, _v0_only_settings, _v1_settings)
+from ._timed import canonical_until, greedy_until
+from .base import (UCT, BeamConfig, MCTSConfig, OutOfTime, RolloutConfig, _Budget, _v0_only_settings, _v1_settings)
 
 __all__ = ["RolloutAgent", "BeamAgent", "MCTSAgent", "CompletionScorer", "search_factory", "V0Game"]
 
@@ -80,7 +82,7 @@ def _base_action(st, state, count):
 
 @njit(cache=True)
 def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
-            times, actions, step_times, best_time, best_offsets, known):
+            times, actions, step_times, best_time, best_offsets, known, deadline):
     """Score every legal action of ``state`` by its XLA-like completion.
 
     Writes ``actions[i]`` (candidate index, ``count`` = skip), ``times[i]`` and ``step_times[i]``
@@ -88,7 +90,9 @@ def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
     XLA-like's own action first, then the candidates in order, then skip; updates the incumbent
     ``best_time[0]`` / ``best_offsets`` on strict improvement. ``known >= 0`` is ``state``'s
     own XLA-like completion time, which is also that of XLA-like's action (XLA-like is
-    deterministic), so that one is not rerun. Returns ``(actions, completions run)``.
+    deterministic), so that one is not rerun. A completion that gives up at ``deadline``
+    (:func:`~._timed.greedy_until`) ends the expansion there. Returns ``(actions, completions
+    run, whether it gave up)``.
     """
     count = _candidates(st, state, k, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi)
     base = _base_action(st, state, count)
@@ -108,13 +112,15 @@ def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
         copy_into(state, work)
         decide(st, work, cand_off[a] if a < count else -1)
         step_times[i] = work.totals[TIME]
-        t = run_fit(st, work, FIT_BEST, True)
+        t = greedy_until(st, work, deadline)
+        if np.isnan(t):
+            return m, runs, True
         runs += 1
         times[i] = t
         if t < best_time[0]:
             best_time[0] = t
             best_offsets[:] = work.offsets
-    return m, runs
+    return m, runs, False
 
 
 @njit(cache=True)
@@ -128,11 +134,12 @@ def _first_min(times, m):
 
 @njit(cache=True)
 def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times, actions,
-                 step_times, best_time, best_offsets, counter, limit):
+                 step_times, best_time, best_offsets, counter, limit, deadline):
     """Level-1 rollout from ``cur`` to the end of the episode (``cur`` is played in place).
 
     Adds the completions it runs to ``counter[0]``; once another step would take it past
-    ``limit`` it finishes with XLA-like play. Updates the incumbent. Returns ``cur``'s final time.
+    ``limit`` it finishes with XLA-like play. Updates the incumbent. Returns ``cur``'s final time,
+    NaN when a completion gave up at ``deadline``.
     """
     n = st.size.shape[0]
     known = -1.0
@@ -142,11 +149,12 @@ def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_
             decide(st, cur, -1)
             continue
         if counter[0] + count + (0 if known >= 0.0 else 1) > limit:
-            run_fit(st, cur, FIT_BEST, True)
-            break
-        m, runs = _expand(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times,
-                          actions, step_times, best_time, best_offsets, known)
+            return greedy_until(st, cur, deadline)
+        m, runs, stopped = _expand(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times,
+                                   actions, step_times, best_time, best_offsets, known, deadline)
         counter[0] += runs
+        if stopped:
+            return np.nan
         best = _first_min(times, m)
         known = times[best]
         a = actions[best]
@@ -165,7 +173,8 @@ def _canonical_apply(st, state, cs, move):
 
 
 @njit(cache=True)
-def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, best_time, best_offsets, known):
+def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, best_time, best_offsets, known,
+                      deadline):
     """:func:`_expand` for the canonical decision mode: score every legal move of a position
     that has a candidate by its greedy completion (:func:`~mallocgym.sim.canonical.run_canonical`).
 
@@ -173,7 +182,8 @@ def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, bes
     completion policy's own first (candidate 0, placed when that saves time now, else sent to
     slow memory), then the placements, then the sends, in candidate order; ``known >= 0`` is the
     position's own completion time, which is the policy's move's. Updates the incumbent on strict
-    improvement. Returns ``(moves, completions run)``.
+    improvement; a completion that gives up at ``deadline`` ends the expansion. Returns
+    ``(moves, completions run, whether it gave up)``.
     """
     n = st.size.shape[0]
     count = canonical.candidates(st, cs, rank, k, cand)
@@ -194,13 +204,15 @@ def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, bes
             continue
         canonical.canon_copy_into(state, cs, work, wcs)
         _canonical_apply(st, work, wcs, moves[i])
-        t = canonical.run_canonical(st, work, wcs, rank)
+        t = canonical_until(st, work, wcs, rank, deadline)
+        if np.isnan(t):
+            return m, runs, True
         runs += 1
         times[i] = t
         if t < best_time[0]:
             best_time[0] = t
             best_offsets[:] = work.offsets
-    return m, runs
+    return m, runs, False
 
 
 class _Scratch:
@@ -222,16 +234,18 @@ class _Scratch:
         return int(_candidates(st, state, k, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
                                self.cand_lo, self.cand_hi))
 
-    def expand(self, st, state, k, work, incumbent: "_Incumbent", known: float = -1.0) -> tuple[int, int]:
-        m, runs = _expand(st, state, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
-                          self.cand_lo, self.cand_hi, self.times, self.actions, self.step_times,
-                          incumbent.time, incumbent.offsets, float(known))
-        return int(m), int(runs)
+    def expand(self, st, state, k, work, incumbent: "_Incumbent", known: float = -1.0,
+               deadline: int = NO_DEADLINE) -> tuple[int, int, bool]:
+        m, runs, stopped = _expand(st, state, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
+                                   self.cand_lo, self.cand_hi, self.times, self.actions, self.step_times,
+                                   incumbent.time, incumbent.offsets, float(known), deadline)
+        return int(m), int(runs), bool(stopped)
 
-    def rollout_run(self, st, cur, k, work, incumbent: "_Incumbent", counter, limit: int) -> float:
+    def rollout_run(self, st, cur, k, work, incumbent: "_Incumbent", counter, limit: int,
+                    deadline: int = NO_DEADLINE) -> float:
         return float(_rollout_run(st, cur, k, work, self.ids, self.gap_lo, self.gap_hi, self.cand_off,
                                   self.cand_lo, self.cand_hi, self.times, self.actions, self.step_times,
-                                  incumbent.time, incumbent.offsets, counter, limit))
+                                  incumbent.time, incumbent.offsets, counter, limit, deadline))
 
 
 class CompletionScorer:
@@ -261,8 +275,9 @@ class CompletionScorer:
         if state.counters[STEP] >= st.size.shape[0]:
             raise ValueError("the episode is over: no action to score")
         self.best_time[0] = np.inf
-        m, _ = _expand(st, state, k, self.work, sc.ids, sc.gap_lo, sc.gap_hi, sc.cand_off, sc.cand_lo,
-                       sc.cand_hi, sc.times, sc.actions, sc.step_times, self.best_time, self.best_offsets, -1.0)
+        m, _, _ = _expand(st, state, k, self.work, sc.ids, sc.gap_lo, sc.gap_hi, sc.cand_off, sc.cand_lo,
+                          sc.cand_hi, sc.times, sc.actions, sc.step_times, self.best_time, self.best_offsets, -1.0,
+                          NO_DEADLINE)
         count = m - 1  # every candidate plus skip
         env_actions = np.where(sc.actions[:m] < count, sc.actions[:m], k)
         times[env_actions] = sc.times[:m]
@@ -305,15 +320,20 @@ class V0Game:
     ``expand(s, known) -> (moves, completion times, completions run)`` (every legal move scored,
     the policy's own first; ``known >= 0`` is ``s``'s own completion, reused for it);
     ``apply(s, move)`` (in place), ``play(s, move)`` (a new position), ``complete(s)``.
+
+    The root's completion (the fallback) always runs in full; every later completion gives up at
+    ``deadline`` (nanoseconds on :mod:`mallocgym._clock`'s clock), and ``expand`` or ``complete``
+    then raise :class:`OutOfTime`. ``incumbent.completions`` counts the completions run.
     """
 
-    def __init__(self, st: sim.Static, k: int):
+    def __init__(self, st: sim.Static, k: int, deadline: int = NO_DEADLINE):
         root = sim.new_state(st)
         self.st, self.k, self.n = st, k, st.size.shape[0]
         self.scratch, self.work = _Scratch(st, k), sim.copy_state(root)
         self.incumbent = _Incumbent(complete(st, root, self.work), self.work.offsets)
         self.root, self.root_time = root, float(self.incumbent.time[0])
         self.root_value = -self.root_time
+        self.deadline = int(deadline)
 
     def done(self, state) -> bool:
         return int(state.counters[STEP]) >= self.n
@@ -331,7 +351,10 @@ class V0Game:
 
     def expand(self, state, known: float) -> tuple[np.ndarray, np.ndarray, int]:
         sc = self.scratch
-        m, runs = sc.expand(self.st, state, self.k, self.work, self.incumbent, known)
+        m, runs, stopped = sc.expand(self.st, state, self.k, self.work, self.incumbent, known, self.deadline)
+        self.incumbent.completions += runs
+        if stopped:
+            raise OutOfTime
         count = m - 1  # every candidate plus skip
         moves = np.array([sc.cand_off[a] if a < count else -1 for a in sc.actions[:m]], np.int64)
         return moves, sc.times[:m].copy(), runs
@@ -346,7 +369,10 @@ class V0Game:
 
     def complete(self, state) -> float:
         inc = self.incumbent
-        t = float(complete(self.st, state, self.work))
+        copy_into(state, self.work)
+        t = float(greedy_until(self.st, self.work, self.deadline))
+        if t != t:
+            raise OutOfTime
         inc.completions += 1
         inc.offer(t, self.work.offsets)
         return t
@@ -359,7 +385,7 @@ class _CanonicalGame:
     slow memory), among the ``K`` candidates shown; leaves are scored by the mode's greedy
     completion (:func:`~mallocgym.sim.canonical.run_canonical`)."""
 
-    def __init__(self, st: sim.Static, k: int):
+    def __init__(self, st: sim.Static, k: int, deadline: int = NO_DEADLINE):
         root = (sim.new_state(st), canonical.new_canon(st))
         self.st, self.k, self.n = st, k, st.size.shape[0]
         self.rank = canonical.ranks(st)
@@ -371,6 +397,7 @@ class _CanonicalGame:
         self.incumbent = _Incumbent(t, self.work[0].offsets)
         self.root, self.root_time = root, float(t)
         self.root_value = -self.root_time
+        self.deadline = int(deadline)
 
     @staticmethod
     def copy(state):
@@ -393,8 +420,12 @@ class _CanonicalGame:
 
     def expand(self, state, known: float) -> tuple[np.ndarray, np.ndarray, int]:
         inc = self.incumbent
-        m, runs = _canonical_expand(self.st, state[0], state[1], self.rank, self.k, self.work[0], self.work[1],
-                                    self.cand, self.times, self.moves, inc.time, inc.offsets, float(known))
+        m, runs, stopped = _canonical_expand(self.st, state[0], state[1], self.rank, self.k, self.work[0],
+                                             self.work[1], self.cand, self.times, self.moves, inc.time, inc.offsets,
+                                             float(known), self.deadline)
+        inc.completions += int(runs)
+        if stopped:
+            raise OutOfTime
         return self.moves[:m].copy(), self.times[:m].copy(), int(runs)
 
     def apply(self, state, move) -> None:
@@ -407,16 +438,23 @@ class _CanonicalGame:
 
     def complete(self, state) -> float:
         inc = self.incumbent
-        t = float(canonical.complete(self.st, *state, self.rank, *self.work))
+        canonical.canon_copy_into(*state, *self.work)
+        t = float(canonical_until(self.st, *self.work, self.rank, self.deadline))
+        if t != t:
+            raise OutOfTime
         inc.completions += 1
         inc.offer(t, self.work[0].offsets)
         return t
 
 
-def _game(scenario: Scenario, cfg):
-    """The game ``cfg.order`` names, on ``scenario``."""
+def _game(scenario: Scenario, cfg, max_completions: int | None = None) -> tuple[V0Game | _CanonicalGame, _Budget]:
+    """The budget (from now: the set-up and the fallback completion count) and the game
+    ``cfg.order`` names, on ``scenario``."""
+    budget = _Budget(max_completions, cfg.time_limit)
     st = sim.compile_scenario(scenario.workload, scenario.hardware, "boundedness")
-    return (_CanonicalGame if cfg.order == "canonical" else V0Game)(st, cfg.n_candidates)
+    game = (_CanonicalGame if cfg.order == "canonical" else V0Game)(st, cfg.n_candidates, budget.deadline_ns)
+    budget.fallback_done()
+    return game, budget
 
 
 # ---------------------------------------------------------------------------------- rollout
@@ -433,35 +471,36 @@ class RolloutAgent:
         _v0_only_settings(cfg)
         if cfg.levels == 2:
             return self._solve_nested(scenario)
-        game = _game(scenario, cfg)
+        game, budget = _game(scenario, cfg, cfg.max_completions)
         state, incumbent = game.root, game.incumbent
-        budget = _Budget(cfg.max_completions, cfg.time_limit)
-        counter = incumbent.completions
         known = game.root_time  # the current position's completion
-        while not game.done(state):
-            n_legal = game.n_legal(state)
-            if n_legal == 1:  # only skip: nothing to search
-                game.apply(state, -1)
-                continue
-            if budget.exhausted(counter, n_legal - 1):
-                break
-            moves, times, runs = game.expand(state, known)
-            counter += runs
-            best = int(np.argmin(times))  # first minimum: the completion policy's move on ties
-            known = float(times[best])
-            game.apply(state, moves[best])
-        return Solution(incumbent.offsets.copy(), info={"completions": int(counter)})
+        try:
+            while not game.done(state):
+                n_legal = game.n_legal(state)
+                if n_legal == 1:  # only skip: nothing to search
+                    game.apply(state, -1)
+                    continue
+                if budget.exhausted(incumbent.completions, n_legal - 1):
+                    break
+                moves, times, _ = game.expand(state, known)
+                best = int(np.argmin(times))  # first minimum: the completion policy's move on ties
+                known = float(times[best])
+                game.apply(state, moves[best])
+        except OutOfTime:
+            budget.stopped = "time"
+        return Solution(incumbent.offsets.copy(), info={"completions": int(incumbent.completions), **budget.info()})
 
     def _solve_nested(self, scenario: Scenario) -> Solution:
         """``levels=2`` on the default game: each action scored by a level-1 rollout."""
         cfg = self.config
         k = cfg.n_candidates
+        budget = _Budget(cfg.max_completions, cfg.time_limit)
         st, state = _setup(scenario)
         n = st.size.shape[0]
         scratch, work = _Scratch(st, k), sim.copy_state(state)
         inner, cur = _Scratch(st, k), sim.copy_state(state)
         incumbent = _Incumbent(complete(st, state, work), work.offsets)
-        budget = _Budget(cfg.max_completions, cfg.time_limit)
+        budget.fallback_done()
         limit = np.iinfo(np.int64).max if cfg.max_completions is None else cfg.max_completions
         counter = np.array([incumbent.completions], np.int64)
         for _ in range(n):
@@ -477,11 +516,16 @@ class RolloutAgent:
             for i, a in enumerate(actions):
                 copy_into(state, cur)
                 decide(st, cur, int(offsets[a]) if a < count else -1)
-                times[i] = inner.rollout_run(st, cur, k, work, incumbent, counter, limit)
+                times[i] = inner.rollout_run(st, cur, k, work, incumbent, counter, limit, budget.deadline_ns)
+                if times[i] != times[i]:  # a completion gave up at the deadline
+                    budget.stopped = "time"
+                    break
+            if budget.stopped:
+                break
             scratch.cand_off[:count] = offsets
             a = int(actions[int(np.argmin(times))])  # first minimum: XLA-like's action on ties
             decide(st, state, int(scratch.cand_off[a]) if a < count else -1)
-        return Solution(incumbent.offsets.copy(), info={"completions": int(counter[0])})
+        return Solution(incumbent.offsets.copy(), info={"completions": int(counter[0]), **budget.info()})
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search.v1`): ``completion`` completions."""
@@ -512,31 +556,31 @@ class BeamAgent:
     def solve(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         cfg = self.config
         _v0_only_settings(cfg)
-        game = _game(scenario, cfg)
+        game, budget = _game(scenario, cfg, cfg.max_completions)
         incumbent = game.incumbent
-        budget = _Budget(cfg.max_completions, cfg.time_limit)
-        done = incumbent.completions
         beam = [(game.root, game.root_time)]  # (position, its completion time)
-        while not all(game.done(p) for p, _ in beam):
-            scored = []  # (completion time, parent rank, move rank, parent, move or None: finished)
-            stop = False
-            for p, (parent, known) in enumerate(beam):
-                if game.done(parent):  # a finished game competes with its final time
-                    scored.append((known, p, 0, parent, None))
-                    continue
-                if budget.exhausted(done, game.n_legal(parent) - 1):
-                    stop = True
+        try:
+            while not all(game.done(p) for p, _ in beam):
+                scored = []  # (completion time, parent rank, move rank, parent, move or None: finished)
+                stop = False
+                for p, (parent, known) in enumerate(beam):
+                    if game.done(parent):  # a finished game competes with its final time
+                        scored.append((known, p, 0, parent, None))
+                        continue
+                    if budget.exhausted(incumbent.completions, game.n_legal(parent) - 1):
+                        stop = True
+                        break
+                    moves, times, _ = game.expand(parent, known)
+                    for i in range(len(moves)):
+                        scored.append((float(times[i]), p, i, parent, moves[i]))
+                if stop:
                     break
-                moves, times, runs = game.expand(parent, known)
-                done += runs
-                for i in range(len(moves)):
-                    scored.append((float(times[i]), p, i, parent, moves[i]))
-            if stop:
-                break
-            scored.sort(key=lambda x: x[:3])
-            beam = [(parent if move is None else game.play(parent, move), t)
-                    for t, _, _, parent, move in scored[: cfg.width]]
-        return Solution(incumbent.offsets.copy(), info={"completions": done})
+                scored.sort(key=lambda x: x[:3])
+                beam = [(parent if move is None else game.play(parent, move), t)
+                        for t, _, _, parent, move in scored[: cfg.width]]
+        except OutOfTime:
+            budget.stopped = "time"
+        return Solution(incumbent.offsets.copy(), info={"completions": int(incumbent.completions), **budget.info()})
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search.v1`): ``completion`` completions."""
@@ -560,10 +604,11 @@ class MCTSAgent:
         _v0_only_settings(cfg)
         if cfg.pace and cfg.order != "boundedness":
             raise ValueError("pace=1 paces the default game only (order=boundedness)")
-        game = _game(scenario, cfg)
-        sims = UCT(game, game.root, cfg).run(cfg.time_limit)
+        game, budget = _game(scenario, cfg)
+        sims = UCT(game, game.root, cfg).run(cfg.time_limit, budget=budget)
         inc = game.incumbent
-        return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions})
+        return Solution(inc.offsets.copy(), info={"simulations": sims, "completions": inc.completions,
+                                                  **budget.info()})
 
     def solve_v1(self, scenario: Scenario, *, seed: int = 0) -> Solution:
         """On MallocGame-v1 (:mod:`mallocgym.agents.search.v1`): ``completion`` completions."""

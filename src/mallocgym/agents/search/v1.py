@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._clock import NO_DEADLINE
 from ...features import v1 as v1_obs
 from ...heuristics.v1 import complete_greedy, complete_msa, greedy_move, new_game
 from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
 from ...sim import v1
 from ..base import Solution
-from .base import MCTSConfig, _Budget, UCT
+from ._timed import greedy_v1_until, msa_until
+from .base import MCTSConfig, OutOfTime, _Budget, UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
 
@@ -37,10 +39,13 @@ COMPLETIONS = ("xla-msa", "greedy")
 class V1Game:
     """MallocGame-v1 for the search agents: legal moves, playing one, default-policy completions
     (``completion``: ``"xla-msa"`` or ``"greedy"``) and the best complete game seen
-    (``best_state``, ``best_time``)."""
+    (``best_state``, ``best_time``).
+
+    The root's completion (the fallback) always runs in full; every later one gives up at
+    ``deadline`` (nanoseconds on :mod:`mallocgym._clock`'s clock; :class:`OutOfTime`)."""
 
     def __init__(self, scenario: Scenario, *, n_candidates: int = 16, n_starts: int = 4, fast_branch: int = 2,
-                 completion: str = "xla-msa"):
+                 completion: str = "xla-msa", deadline: int = NO_DEADLINE):
         if completion not in COMPLETIONS:
             raise ValueError(f"unknown completion {completion!r}; expected one of {', '.join(COMPLETIONS)}")
         self.scenario = scenario
@@ -53,7 +58,9 @@ class V1Game:
         self.best_state = v1.copy_state(root)
         self.best_time = float("inf")
         self.completions = 0
+        self.deadline = NO_DEADLINE
         self.root_value = -self.complete(root)
+        self.deadline = int(deadline)
 
     def done(self, state) -> bool:
         return int(state.counters[v1.POS]) >= self.st.seg_use.shape[0]
@@ -85,70 +92,90 @@ class V1Game:
         return out
 
     def complete(self, state) -> float:
-        """The default policy's completion time from ``state`` (the best is kept)."""
+        """The default policy's completion time from ``state`` (the best is kept); raises
+        :class:`OutOfTime` when it gives up at the deadline."""
         v1.copy_into(state, self.scratch)
+        untimed = self.deadline == NO_DEADLINE
         if self.completion == "greedy":
-            t = float(complete_greedy(self.st, self.scratch, self.table, self.work))
+            t = float(complete_greedy(self.st, self.scratch, self.table, self.work) if untimed else
+                      greedy_v1_until(self.st, self.scratch, self.table, self.work, self.deadline))
         else:
-            t = float(complete_msa(self.st, self.scratch, self.table))
+            t = float(complete_msa(self.st, self.scratch, self.table) if untimed else
+                      msa_until(self.st, self.scratch, self.table, self.deadline))
+        if t != t:
+            raise OutOfTime
         self.completions += 1
         if t < self.best_time:
             self.best_time = t
             v1.copy_into(self.scratch, self.best_state)
         return t
 
-    def solution(self, **info) -> Solution:
+    def solution(self, budget: _Budget | None = None, **info) -> Solution:
         mapping = mapping_from_state(self.scenario.workload, self.st, self.best_state)
-        return Solution(None, info={"completions": self.completions, **info}, mapping=mapping)
+        info = {"completions": self.completions, **info, **(budget.info() if budget is not None else {})}
+        return Solution(None, info=info, mapping=mapping)
+
+
+def _start(scenario: Scenario, n_candidates: int, completion: str, max_completions: int | None,
+           time_limit: float | None) -> tuple[V1Game, _Budget]:
+    """The budget (from now: the set-up and the fallback completion count) and the game."""
+    budget = _Budget(max_completions, time_limit)
+    game = V1Game(scenario, n_candidates=n_candidates, completion=completion, deadline=budget.deadline_ns)
+    budget.fallback_done()
+    return game, budget
 
 
 def rollout_v1(scenario: Scenario, *, n_candidates: int, max_completions: int | None,
                time_limit: float | None, completion: str = "xla-msa") -> Solution:
     """One step of lookahead over the branching moves, default-policy completions; ties to the
     policy's move."""
-    game = V1Game(scenario, n_candidates=n_candidates, completion=completion)
-    budget = _Budget(max_completions, time_limit)
+    game, budget = _start(scenario, n_candidates, completion, max_completions, time_limit)
     state = game.root
-    while not game.done(state):
-        moves, base = game.legal(state)
-        if budget.exhausted(game.completions, len(moves)):
-            break
-        order = ([base] if base >= 0 else []) + [i for i in range(len(moves)) if i != base]
-        children = [game.play(state, moves[i]) for i in order]
-        times = [game.complete(c) for c in children]
-        state = children[min(range(len(times)), key=times.__getitem__)]
-    return game.solution()
+    try:
+        while not game.done(state):
+            moves, base = game.legal(state)
+            if budget.exhausted(game.completions, len(moves)):
+                break
+            order = ([base] if base >= 0 else []) + [i for i in range(len(moves)) if i != base]
+            children = [game.play(state, moves[i]) for i in order]
+            times = [game.complete(c) for c in children]
+            state = children[min(range(len(times)), key=times.__getitem__)]
+    except OutOfTime:
+        budget.stopped = "time"
+    return game.solution(budget)
 
 
 def beam_v1(scenario: Scenario, *, width: int, n_candidates: int, max_completions: int | None,
             time_limit: float | None, completion: str = "xla-msa") -> Solution:
     """Keep the ``width`` best positions (by default-policy completion); expand each by every
     branching move."""
-    game = V1Game(scenario, n_candidates=n_candidates, completion=completion)
-    budget = _Budget(max_completions, time_limit)
+    game, budget = _start(scenario, n_candidates, completion, max_completions, time_limit)
     beam = [(-game.root_value, 0, game.root)]
     tie = 1
-    while any(not game.done(s) for _, _, s in beam):
-        scored = []
-        for t, _, state in beam:
-            if game.done(state):
-                scored.append((t, tie, state))
-                tie += 1
-                continue
-            moves, _ = game.legal(state)
-            if budget.exhausted(game.completions, len(moves)):
-                return game.solution()
-            for move in moves:
-                child = game.play(state, move)
-                scored.append((game.complete(child), tie, child))
-                tie += 1
-        scored.sort(key=lambda x: (x[0], x[1]))
-        beam = scored[:width]
-    return game.solution()
+    try:
+        while any(not game.done(s) for _, _, s in beam):
+            scored = []
+            for t, _, state in beam:
+                if game.done(state):
+                    scored.append((t, tie, state))
+                    tie += 1
+                    continue
+                moves, _ = game.legal(state)
+                if budget.exhausted(game.completions, len(moves)):
+                    return game.solution(budget)
+                for move in moves:
+                    child = game.play(state, move)
+                    scored.append((game.complete(child), tie, child))
+                    tie += 1
+            scored.sort(key=lambda x: (x[0], x[1]))
+            beam = scored[:width]
+    except OutOfTime:
+        budget.stopped = "time"
+    return game.solution(budget)
 
 
 def mcts_v1(scenario: Scenario, cfg: MCTSConfig) -> Solution:
     """UCT (as on v0) with default-policy completions."""
-    game = V1Game(scenario, n_candidates=cfg.n_candidates, completion=cfg.completion)
-    sims = UCT(game, game.root, cfg).run(cfg.time_limit)
-    return game.solution(simulations=sims)
+    game, budget = _start(scenario, cfg.n_candidates, cfg.completion, None, cfg.time_limit)
+    sims = UCT(game, game.root, cfg).run(cfg.time_limit, budget=budget)
+    return game.solution(budget, simulations=sims)
