@@ -32,18 +32,21 @@ Training on v1 is ``mallocgym train muzero --env v1`` with ``network.version=2``
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
+from ..._clock import NO_DEADLINE, deadline_after
 from ...features import v1 as v1_obs
 from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
 from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
+from ..search._timed import msa_until
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import ExpertRecord, label_decision, policy_move, predicted_gain
 from .networks import ObsSpec, obs_spec_v1, stack_obs
@@ -93,22 +96,30 @@ def branch_mask(action_mask: np.ndarray, base: int, k: int, fast_branch: int = F
 class Completions:
     """Exact ``xla-msa`` completions (:func:`mallocgym.heuristics.v1.complete_msa`, the in-env
     policy) from a v1 simulator state of ``st`` (its own work arrays: the env is not touched).
-    The best complete game seen is kept (``best_time``, ``best_state``)."""
+    The best complete game seen is kept (``best_time``, ``best_state``). :meth:`scores` stops
+    a completion at ``deadline_ns`` (:mod:`mallocgym._clock`; the move is then scored ``inf``
+    and ``gave_up`` set); :meth:`complete` always finishes."""
 
-    def __init__(self, st: v1.Static1):
+    def __init__(self, st: v1.Static1, deadline_ns: int = NO_DEADLINE):
         self.st = st
         self.table = v1_obs.make_table(st)
+        self.deadline_ns = deadline_ns
         self.count = 0
+        self.gave_up = False   # a completion stopped at the deadline (its move scored inf)
         self.best_time = float("inf")
         self.best_state: v1.State1 | None = None
 
     def complete(self, state: v1.State1) -> float:
-        """xla-msa's final program time from ``state`` (not modified)."""
-        return self._finish(v1.copy_state(state))
+        """xla-msa's final program time from ``state`` (not modified), whatever the deadline."""
+        return self._finish(v1.copy_state(state), NO_DEADLINE)
 
-    def _finish(self, work: v1.State1) -> float:
+    def _finish(self, work: v1.State1, deadline_ns: int) -> float:
         self.count += 1
-        t = float(complete_msa(self.st, work, self.table))
+        t = float(complete_msa(self.st, work, self.table) if deadline_ns == NO_DEADLINE
+                  else msa_until(self.st, work, self.table, deadline_ns))
+        if math.isnan(t):
+            self.gave_up = True
+            return math.inf
         if t < self.best_time:
             self.best_time, self.best_state = t, work
         return t
@@ -126,7 +137,7 @@ class Completions:
                 raise ValueError(f"action {a} is not legal at segment {s}")
             child = v1.copy_state(state)
             v1_obs.play(st, child, table, s, kind, off, pstart)
-            times[a] = self._finish(child)
+            times[a] = self._finish(child, self.deadline_ns)
         return times
 
 
@@ -203,9 +214,10 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
       else xla-msa's move. So the game ends at the best completion seen, never worse than
       xla-msa's from the start (checked; the best is returned).
 
-    Once ``clock() >= deadline`` the rest is xla-msa's (one completion, no step through the env).
-    ``spec``: the network's observation spec,
-    checked against the env's."""
+    Once ``clock() >= deadline`` (or a completion of the search stops at it) the rest is
+    xla-msa's, with no step through the env: the search returns the best completion seen (the
+    game so far finished by xla-msa), the policy finishes with one completion. ``spec``: the
+    network's observation spec, checked against the env's."""
     env = make_env_v1(scenario, config).unwrapped
     if spec is not None and obs_spec_v1(env) != spec:
         raise ValueError(f"the network was trained on observations {spec}, the env gives {obs_spec_v1(env)}")
@@ -215,7 +227,8 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
         raise ValueError(f"top must be >= 0, got {top}")
     obs, info = env.reset(seed=seed)
     st = env.static
-    scorer = None if gate is None else Completions(st)
+    deadline_ns = NO_DEADLINE if deadline is None else deadline_after(max(0.0, deadline - clock()))
+    scorer = None if gate is None else Completions(st, deadline_ns)
     start_time = scorer.complete(env.sim_state) if scorer is not None else None
     current = start_time   # the completion of the game so far finished by xla-msa
     done = env.current_segment < 0
@@ -244,6 +257,9 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                         moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:top]]
                     times = scorer.scores(env.sim_state, moves)
                     searched += 1
+                    if scorer.gave_up:   # a completion stopped at the deadline: the rest is xla-msa's
+                        out_of_time = True
+                        break
                     if times.min() < current:
                         action = int(np.argmin(times))
                         current = float(times[action])
@@ -253,9 +269,13 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                "searched_moves": decisions if gate is None else searched, "departures": departures}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
-    if out_of_time:
+    if out_of_time and scorer is not None:
+        # the game so far finished by xla-msa is the best completion seen (sequential consistency)
+        finished = scorer.best_state
+        mapping = mapping_from_state(scenario.workload, st, finished)
+    elif out_of_time:
         finished = v1.copy_state(env.sim_state)
-        complete_msa(st, finished, scorer.table if scorer is not None else v1_obs.make_table(st))
+        complete_msa(st, finished, v1_obs.make_table(st))
         mapping = mapping_from_state(scenario.workload, st, finished)
     else:
         finished = env.sim_state
