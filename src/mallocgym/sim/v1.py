@@ -134,38 +134,64 @@ def segments_of(workload: Workload):
     Returns ``def_op[N]``, ``is_output[N]``, ``seg_ptr[N+1]``, ``seg_use[S]``, ``seg_prev[S]``,
     ``acc_seg[A]`` (see :class:`Static1`).
     """
-    n = workload.num_buffers
-    ptr, ops, write = workload.access_ptr, workload.access_op, workload.access_write
-    def_op = np.full(n, -1, dtype=np.int64)
     is_output = workload.output_mask.astype(np.int64)
-    seg_ptr = np.zeros(n + 1, dtype=np.int64)
-    seg_use, seg_prev = [], []
-    acc_seg = np.full(workload.num_accesses, NO_ACCESS, dtype=np.int64)
+    def_op, seg_ptr, seg_use, seg_prev, acc_seg = _segments(
+        np.asarray(workload.access_ptr, np.int64), np.asarray(workload.access_op, np.int64),
+        np.asarray(workload.access_write, np.bool_), np.asarray(workload.start, np.int64))
+    return def_op, is_output, seg_ptr, seg_use, seg_prev, acc_seg
+
+
+@njit(cache=True)
+def _segments(ptr, ops, write, start):
+    """:func:`segments_of`'s arrays in one pass over the accesses (a buffer's use points: the
+    distinct ops of its accesses after the definition, or all of them for a program input; a
+    defined buffer with none has one segment ending at the definition)."""
+    n = start.shape[0]
+    def_op = np.full(n, -1, np.int64)
+    seg_ptr = np.zeros(n + 1, np.int64)
+    acc_seg = np.full(ops.shape[0], NO_ACCESS, np.int64)
+    seg_use = np.empty(ops.shape[0] + n, np.int64)
+    seg_prev = np.empty(ops.shape[0] + n, np.int64)
+    m = 0
     for b in range(n):
-        lo, hi = int(ptr[b]), int(ptr[b + 1])
-        writes = [int(ops[a]) for a in range(lo, hi) if write[a]]
-        d = min(writes) if writes else -1
-        def_op[b] = d
-        uses = sorted({int(ops[a]) for a in range(lo, hi) if int(ops[a]) > d}) if d >= 0 else \
-            sorted({int(ops[a]) for a in range(lo, hi)})
-        if d >= 0 and not uses:
-            uses = [d]  # defined, never used later: one segment, the production itself
-        first = len(seg_use)
-        prev = d if d >= 0 else int(workload.start[b]) - 1
-        for u in uses:
-            seg_use.append(u)
-            seg_prev.append(prev)
-            prev = u
-        seg_ptr[b + 1] = len(seg_use)
-        where = {u: first + i for i, u in enumerate(uses)}
+        lo, hi = ptr[b], ptr[b + 1]
+        d = -1
         for a in range(lo, hi):
-            t = int(ops[a])
+            if write[a] and (d < 0 or ops[a] < d):
+                d = ops[a]
+        uses = np.sort(ops[lo:hi])
+        first = m
+        prev = d if d >= 0 else start[b] - 1
+        for i in range(uses.shape[0]):
+            u = uses[i]
+            if (d >= 0 and u <= d) or (m > first and seg_use[m - 1] == u):
+                continue
+            seg_use[m] = u
+            seg_prev[m] = prev
+            prev = u
+            m += 1
+        if d >= 0 and m == first:  # defined, never used later: one segment, the production itself
+            seg_use[m] = d
+            seg_prev[m] = d
+            m += 1
+        seg_ptr[b + 1] = m
+        def_op[b] = d
+        for a in range(lo, hi):
+            t = ops[a]
             if d >= 0 and t == d:
                 acc_seg[a] = DEF_GROUP
-            elif t in where:
-                acc_seg[a] = where[t]
-    return (def_op, is_output, seg_ptr, np.array(seg_use, dtype=np.int64), np.array(seg_prev, dtype=np.int64),
-            acc_seg)
+                continue
+            # the segment of use point t (binary search among the buffer's uses)
+            x, y = first, m
+            while x < y:
+                mid = (x + y) // 2
+                if seg_use[mid] < t:
+                    x = mid + 1
+                else:
+                    y = mid
+            if x < m and seg_use[x] == t:
+                acc_seg[a] = x
+    return def_op, seg_ptr, seg_use[:m].copy(), seg_prev[:m].copy(), acc_seg
 
 
 def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness", *, n_starts: int = 4,
@@ -186,8 +212,9 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
         buffers = v1_order(workload, hardware, compute)
     else:  # v0's "start" and "size" orders do not read the benefits
         buffers = buffer_order(np.zeros(workload.num_buffers), workload.size, workload.start, workload.end, order)
-    seg_order = np.concatenate([np.arange(seg_ptr[b], seg_ptr[b + 1], dtype=np.int64) for b in buffers]) \
-        if seg_use.size else np.zeros(0, dtype=np.int64)
+    lens = np.diff(seg_ptr)[buffers]  # each buffer's segments in time order, the buffers in order
+    seg_order = (np.repeat(seg_ptr[buffers] - np.cumsum(lens) + lens, lens)
+                 + np.arange(int(lens.sum()), dtype=np.int64)).astype(np.int64)
     slow_bytes = np.zeros(workload.num_ops, np.int64)
     np.add.at(slow_bytes, workload.access_op, workload.access_bytes)
     slow_time = slow_bytes / hardware.slow_bw  # as current_time prices it
@@ -225,26 +252,53 @@ def v1_order(workload: Workload, hardware: Hardware, compute: np.ndarray) -> np.
     np.add.at(slow, workload.access_op, workload.access_bytes / slow_bw)
     mem = slow + hardware.op_overhead
     n = workload.num_buffers
+    bounded, latest = _boundedness(np.asarray(workload.access_ptr, np.int64), np.asarray(workload.access_op, np.int64),
+                                   np.asarray(workload.access_bytes, np.int64),
+                                   np.asarray(workload.access_write, np.bool_), np.asarray(workload.size, np.int64),
+                                   np.asarray(workload.end, np.int64), mem, np.asarray(compute, np.float64),
+                                   1.0 / slow_bw - 1.0 / fast_bw)
+    ids = np.arange(n)
+    duration = workload.end - workload.start
+    return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
+
+
+@njit(cache=True)
+def _boundedness(ptr, ops, nbytes, write, size, end, mem, compute, per_byte):
+    """:func:`v1_order`'s fold of the accesses' benefits per buffer, divided by sqrt(size), and
+    each buffer's latest access op (its end if it has none)."""
+    n = size.shape[0]
     bounded = np.zeros(n)
-    latest = np.zeros(n, dtype=np.int64)
+    latest = np.zeros(n, np.int64)
     for b in range(n):
-        lo, hi = workload.access_ptr[b], workload.access_ptr[b + 1]
-        value = None if np.any(workload.access_write[lo:hi]) else 0.0
+        lo, hi = ptr[b], ptr[b + 1]
+        has_value = True  # a program input (no write) starts the fold at 0
         for a in range(lo, hi):
-            t = workload.access_op[a]
-            saved = workload.access_bytes[a] * (1.0 / slow_bw - 1.0 / fast_bw)
+            if write[a]:
+                has_value = False
+        value = 0.0
+        for a in range(lo, hi):
+            t = ops[a]
+            saved = nbytes[a] * per_byte
             benefit = saved if mem[t] > compute[t] else mem[t] - compute[t]
-            if value is None:
+            if not has_value:
                 value = benefit
+                has_value = True
             elif value > 0 and benefit > 0:
                 value += benefit
             else:
                 value = max(value, benefit)
-        bounded[b] = (value or 0.0) / np.sqrt(workload.size[b])
-        latest[b] = workload.access_op[lo:hi].max() if hi > lo else workload.end[b]
-    ids = np.arange(n)
-    duration = workload.end - workload.start
-    return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
+        if value == 0.0:
+            value = 0.0  # as Python's ``value or 0.0``: no negative zero
+        bounded[b] = value / np.sqrt(size[b])
+        if hi > lo:
+            m = ops[lo]
+            for a in range(lo + 1, hi):
+                if ops[a] > m:
+                    m = ops[a]
+            latest[b] = m
+        else:
+            latest[b] = end[b]
+    return bounded, latest
 
 
 def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
