@@ -90,3 +90,57 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _random_prefix(scenario, fraction: float, seed: int):
+    """A v1 game on ``scenario`` played through the action table with random legal moves up to
+    ``fraction`` of its decisions: ``(st, state, table)``."""
+    from mallocgym.features.v1 import advance_forced, play
+    from mallocgym.heuristics.v1 import new_game
+    from mallocgym.sim import v1
+
+    rng = np.random.default_rng(seed)
+    st, state, table, _ = new_game(scenario)
+    n = st.seg_use.shape[0]
+    s = advance_forced(st, state, table)
+    while s >= 0 and state.counters[v1.POS] < fraction * n:
+        legal = np.flatnonzero(table.kind >= 0)
+        a = int(table.msa_action[0]) if rng.random() < 0.5 else int(rng.choice(legal))
+        s = play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
+    return st, state, table
+
+
+@pytest.mark.parametrize("name", ["mlp-train-s1@1/8", "lstm-train@1/2", "moe-layer-train@1/8", "minimalloc-C@1MiB",
+                                  "alexnet-infer@1/8"])
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.7])
+def test_complete_msa_equals_playing_msas_action_step_by_step(name, fraction):
+    """Issue 33: ``complete_msa`` (MSA's choice and the rules only, one simulation at the end)
+    leaves the state the env's step-by-step play of MSA's action leaves, from any state."""
+    from mallocgym.heuristics.v1 import complete_msa, complete_msa_env
+    from mallocgym.scenarios import get
+    from mallocgym.sim import v1
+    from mallocgym.features.v1 import copy_table
+
+    st, state, table = _random_prefix(get(name), fraction, seed=len(name))
+    a, b = v1.copy_state(state), v1.copy_state(state)
+    ta = complete_msa(st, a, copy_table(table))
+    tb = complete_msa_env(st, b, copy_table(table))
+    assert float(ta).hex() == float(tb).hex()
+    for field, x, y in zip(v1.State1._fields, a, b):
+        if field == "active":  # the same chunks; how much of the list is merged in offset order varies
+            n = int(a.counters[v1.N_CHUNKS])
+            assert sorted(x[:n].tolist()) == sorted(y[:n].tolist())
+        elif field == "counters":
+            keep = [i for i in range(x.shape[0]) if i != v1.ACT_SORTED]
+            assert x[keep].tolist() == y[keep].tolist()
+        elif field in ("ix_nxt", "ix_cid"):
+            n = int(a.counters[v1.IX_USED])
+            assert np.array_equal(x[:n], y[:n]), field
+        elif field in ("rs_start", "rs_end", "rs_amount"):
+            n = int(a.rs_count[0])
+            assert np.array_equal(x[:n], y[:n]), field
+        elif field.startswith("cp_"):  # the copies in queue order (past them: leftovers)
+            n = int(a.counters[v1.N_COPIES])
+            assert np.array_equal(x[:n], y[:n]), field
+        else:
+            assert np.array_equal(x, y), field
