@@ -24,7 +24,7 @@ from numba import njit
 from ..features import v1 as v1_obs
 from ..features.v1 import advance_forced, play
 from ..scenarios import Scenario
-from ..sim import v1
+from ..sim import msa, v1
 
 __all__ = ["V1_POLICIES", "complete_greedy", "complete_msa", "greedy_move", "play_v1", "new_game"]
 
@@ -66,7 +66,39 @@ def complete_greedy(st, state, table, work):
 @njit(cache=True)
 def complete_msa(st, state, table):
     """Play the rest of the game with MSA's own action at each real decision (forced positions
-    as the env plays them); return the final program time."""
+    as the env plays them); return the final program time.
+
+    The same moves and final state as playing ``table.msa_action`` through
+    :func:`mallocgym.features.v1.play` (:func:`complete_msa_env`), without what only a step needs:
+    the legal moves are listed only where MSA stays slow (to tell a forced position from a
+    chosen ``SLOW``), the copies are appended and put in queue order once, and the program is
+    simulated once at the end (the incremental simulation gives the same figures bit for bit)."""
+    n = st.seg_use.shape[0]
+    mo = table.msa_out
+    pf_count = table.pf_count
+    v1.append_copies(state, True)
+    while state.counters[v1.POS] < n:
+        s = st.order[state.counters[v1.POS]]
+        msa.decide(st, state, table.msa, table.ids, s, table.pick, mo)
+        chosen = mo[0] != v1.SLOW
+        if not chosen:
+            n_fast, n_starts = v1.segment_options(st, state, s, table.fast_off, table.starts, pf_count,
+                                                  table.pf_off, table.ids, mo[3], mo[4], mo[5])
+            legal = n_fast
+            for j in range(min(n_starts, table.starts.shape[0])):
+                legal += pf_count[j]
+            chosen = legal > 0
+        v1.apply_rules(st, state, s, mo[0], mo[1], mo[2])
+        state.counters[v1.POS] += 1
+        state.counters[v1.CHOSEN if chosen else v1.FORCED] += 1
+    v1.append_copies(state, False)
+    return v1.current_time(st, state)
+
+
+@njit(cache=True)
+def complete_msa_env(st, state, table):
+    """:func:`complete_msa` step by step as the env plays it (the action table filled and the
+    program re-simulated at every step): the reference it is tested against."""
     s = advance_forced(st, state, table)
     while s >= 0:
         s = play_action(st, state, s, table, table.msa_action[0])

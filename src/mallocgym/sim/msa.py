@@ -103,6 +103,93 @@ def nocopy_ok(st, ms, a, b):
     return ms.params[MAX_ELAPSED] > interval_time(st, a, b)
 
 
+@njit(cache=True, inline="always")
+def _last_true_down(st, lo, hi, u, x):
+    """The largest ``p`` in ``[lo, hi]`` with ``interval_time(p, u) >= x`` (``lo - 1``: none).
+    ``interval_time(p, u)`` does not grow with ``p`` (prefix sums of times >= 0, rounding is
+    monotone), so a binary search finds what a walk down from ``hi`` finds."""
+    a, b = lo - 1, hi
+    while a < b:
+        m = (a + b + 1) // 2
+        if interval_time(st, m, u) >= x:
+            a = m
+        else:
+            b = m - 1
+    return a
+
+
+@njit(cache=True, inline="always")
+def _picker_begin(st, ms, s, lo):
+    """The cost picker's ``(earliest, latest, preferred)`` for segment ``s`` with the slow copy
+    available after op ``lo`` (``earliest > latest``: no start), by binary search over the
+    monotone interval times; the same starts as walking the window op by op."""
+    u = st.seg_use[s]
+    copy = st.size[st.seg_buf[s]] / st.params[v1.SLOW_BW]
+    need = ms.params[MIN_RATIO] * copy
+    red = ms.reduction[s]
+    # latest: the last p in [lo, u - 1] with need <= interval + reduction
+    a, b = lo - 1, u - 1
+    while a < b:
+        m = (a + b + 1) // 2
+        if not (need > interval_time(st, m, u) + red):
+            a = m
+        else:
+            b = m - 1
+    latest = a
+    # earliest: the first p in [lo, latest] whose interval is at most the max no-copy time
+    mx = ms.params[MAX_ELAPSED]
+    a, b = lo, latest
+    while a < b:
+        m = (a + b) // 2
+        if mx < interval_time(st, m, u):
+            a = m + 1
+        else:
+            b = m
+    earliest = a if lo <= latest else lo
+    if earliest > latest:
+        return earliest, latest, earliest
+    # preferred: the interval nearest preferred_ratio x copy, the earliest on ties. The distance
+    # falls (weakly) up to p1, the last p whose interval reaches the target, and rises after it.
+    target = ms.params[PREF_RATIO] * copy
+    p1 = _last_true_down(st, earliest, latest, u, target)
+    preferred = earliest
+    if p1 >= earliest:
+        d1 = abs(target - interval_time(st, p1, u))
+        # the first p <= p1 at that distance (the distances before p1 are >= d1)
+        a, b = earliest, p1
+        while a < b:
+            m = (a + b) // 2
+            if abs(target - interval_time(st, m, u)) <= d1:
+                b = m
+            else:
+                a = m + 1
+        preferred = a
+        if p1 + 1 <= latest and abs(target - interval_time(st, p1 + 1, u)) < d1:
+            preferred = p1 + 1
+    return earliest, latest, preferred
+
+
+@njit(cache=True, inline="always")
+def _picker_next(st, u, earliest, latest, inc, dec, use_inc, span):
+    """``CostAnalysisPrefetchIntervalPicker::Next``: the next start and the iterator's new
+    ``(inc, dec, use_inc)``; call while ``not (inc > latest and dec < earliest)``."""
+    if use_inc:
+        p = inc
+        inc += 1
+        if dec >= earliest:
+            use_inc = False
+    else:
+        p = dec
+        dec -= 1
+        if inc > latest:
+            # the earlier side only in steps of ``span``: down to the last op whose interval
+            # reaches interval(p) + span (binary search; the interval grows as the start falls)
+            dec = _last_true_down(st, earliest, dec, u, interval_time(st, p, u) + span)
+        else:
+            use_inc = True
+    return p, inc, dec, use_inc
+
+
 @njit(cache=True)
 def picker_starts(st, ms, s, lo, out):
     """The prefetch start times MSA tries for segment ``s`` when the slow copy is available
@@ -114,6 +201,7 @@ def picker_starts(st, ms, s, lo, out):
     time; the preferred start (interval nearest ``preferred_ratio`` x the copy time, the earliest
     on ties) first, then alternately later and earlier (+1, -1, +2, ...); once the later side is
     exhausted, the earlier side only in steps of 1/100 of the earliest start's interval.
+    :func:`decide` walks the same order lazily, up to the first start it takes.
     """
     u = st.seg_use[s]
     n = 0
@@ -124,44 +212,15 @@ def picker_starts(st, ms, s, lo, out):
             n += 1
             p += 1
         return n
-    copy = st.size[st.seg_buf[s]] / st.params[v1.SLOW_BW]
-    need = ms.params[MIN_RATIO] * copy
-    latest = u - 1
-    while latest >= lo and need > interval_time(st, latest, u) + ms.reduction[s]:
-        latest -= 1
-    earliest = lo
-    while earliest < latest and ms.params[MAX_ELAPSED] < interval_time(st, earliest, u):
-        earliest += 1
+    earliest, latest, preferred = _picker_begin(st, ms, s, lo)
     if earliest > latest:
         return 0
-    target = ms.params[PREF_RATIO] * copy
-    preferred = earliest
-    best = abs(target - interval_time(st, earliest, u))
-    for p in range(earliest + 1, latest + 1):
-        d = abs(target - interval_time(st, p, u))
-        if d < best:
-            best = d
-            preferred = p
     inc = preferred + 1  # Begin() calls Next() once: the increasing iterator moves past preferred
     dec = preferred
     use_inc = dec < earliest
     span = interval_time(st, earliest, u) / N_EXPLORED_DECREASING
     while not (inc > latest and dec < earliest) and n < out.shape[0]:
-        if use_inc:
-            p = inc
-            inc += 1
-            if dec >= earliest:
-                use_inc = False
-        else:
-            p = dec
-            dec -= 1
-            goal = 0.0
-            if inc > latest:
-                goal = interval_time(st, p, u) + span
-            while dec >= earliest and interval_time(st, dec, u) < goal:
-                dec -= 1
-            if inc <= latest:
-                use_inc = True
+        p, inc, dec, use_inc = _picker_next(st, u, earliest, latest, inc, dec, use_inc, span)
         out[n] = p
         n += 1
     return n
@@ -249,8 +308,9 @@ def decide(st, state, ms, ids, s, starts, out):
     fit over ``[d, ...]``, -1 otherwise or where nothing fits); ``out[4:6]`` = the prefetch it
     would issue if it kept nothing, ``(start, offset)`` (``(v1.NO_START, -1)``: none; a start
     of -1 is a copy issued before op 0). The copy budget is the
-    state's own (``state.rs_*``). ``starts`` is scratch (``T + 2`` entries), ``ids`` too
-    (``S + 1``)."""
+    state's own (``state.rs_*``). The picker's starts are generated one at a time (in
+    :func:`picker_starts`' order) up to the first taken; ``starts`` is unused (kept for the
+    callers' signature), ``ids`` is scratch (``S + 1``)."""
     out[0], out[1], out[2] = SLOW, -1, -1
     out[3], out[4], out[5] = -1, v1.NO_START, -1
     b = st.seg_buf[s]
@@ -289,13 +349,34 @@ def decide(st, state, ms, ids, s, starts, out):
             lo = e
     if lo > hi:
         return
-    n = picker_starts(st, ms, s, lo, starts)
     copy = st.size[b] / st.params[v1.SLOW_BW]
     eps = ms.params[EPS]
     no_room = lo - 1  # nothing fits over [p + 1, u] for every p <= no_room (a longer window: fewer gaps)
-    for i in range(n):
-        p = starts[i]
-        if p < lo or p > hi or p <= no_room or not copy_budget.fits(st.cum_slow, eps, state, p, u, copy):
+    cum = st.cum_slow
+    # the picker's starts in its order, generated one at a time up to the first taken (as
+    # picker_starts lists them)
+    count = ms.params[PICKER] == COUNT
+    if count:
+        p_next = max(lo, u - np.int64(ms.params[CNT_MAX]))
+        earliest, latest, inc, dec, use_inc, span = 0, -1, 0, -1, False, 0.0
+    else:
+        p_next = 0
+        earliest, latest, preferred = _picker_begin(st, ms, s, lo)
+        inc = preferred + 1
+        dec = preferred
+        use_inc = dec < earliest
+        span = interval_time(st, earliest, u) / N_EXPLORED_DECREASING if earliest <= latest else 0.0
+    while True:
+        if count:
+            if not u - p_next > ms.params[CNT_MIN]:
+                return
+            p = p_next
+            p_next += 1
+        else:
+            if earliest > latest or (inc > latest and dec < earliest):
+                return
+            p, inc, dec, use_inc = _picker_next(st, u, earliest, latest, inc, dec, use_inc, span)
+        if p < lo or p > hi or p <= no_room or not copy_budget.fits(cum, eps, state, p, u, copy):
             continue
         off = look_ahead_fit(st, state, ms, ids, s, p + 1)
         if off >= 0:
@@ -314,6 +395,7 @@ def plan(st, state, ms, ids, starts):
     where MSA keeps or prefetches), so playing those through the env leaves this plan."""
     out = np.empty(6, np.int64)
     n = st.seg_use.shape[0]
+    v1.append_copies(state, True)  # no simulation until the end: copies in queue order only then
     while state.counters[v1.POS] < n:
         pos = state.counters[v1.POS]
         s = st.order[pos]
@@ -321,4 +403,5 @@ def plan(st, state, ms, ids, starts):
         v1.apply_rules(st, state, s, out[0], out[1], out[2])
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN] += 1
+    v1.append_copies(state, False)
     return v1.current_time(st, state)

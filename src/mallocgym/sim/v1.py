@@ -85,7 +85,9 @@ State1 = namedtuple("State1", [
     "ev_chunk",      # int64[N] the chunk the eviction holds, -1
     "ev_final",      # int64[N] 1 once the eviction can no longer change
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
-    "active",        # int64[S] ids of the chunks opened so far, sorted by offset (then id)
+    "active",        # int64[S] ids of the chunks opened so far: the first counters[ACT_SORTED] sorted by
+                     #   offset (then id), the later ones in the order opened (merged in when a scan
+                     #   of all chunks needs them in order)
     "cp_key",        # int64[S + N] the copies: prefetches (key = segment id) and evictions (key = S +
     "cp_start",      #   buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
     "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
@@ -112,13 +114,15 @@ State1 = namedtuple("State1", [
     "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op. Every
     "rs_count",      #   prefetch is added as it is decided, so MSA's choice (the env's MSA action) is a
     "rs_delay",      #   function of the state.
-    "counters",      # int64[9]: decisions made (position in order), chunks opened, forced, chosen, copies,
+    "counters",      # int64[11]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
-                     #   touches, the chunk index's bucket width and registrations used
+                     #   touches, the chunk index's bucket width and registrations used, how many of
+                     #   ``active`` are in offset order (the rest were appended since), 1 while copies
+                     #   are appended out of queue order (a plan or completion: sorted before simulating)
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
-POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED = 0, 1, 2, 3, 4, 5, 6, 7, 8
+POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
@@ -134,38 +138,64 @@ def segments_of(workload: Workload):
     Returns ``def_op[N]``, ``is_output[N]``, ``seg_ptr[N+1]``, ``seg_use[S]``, ``seg_prev[S]``,
     ``acc_seg[A]`` (see :class:`Static1`).
     """
-    n = workload.num_buffers
-    ptr, ops, write = workload.access_ptr, workload.access_op, workload.access_write
-    def_op = np.full(n, -1, dtype=np.int64)
     is_output = workload.output_mask.astype(np.int64)
-    seg_ptr = np.zeros(n + 1, dtype=np.int64)
-    seg_use, seg_prev = [], []
-    acc_seg = np.full(workload.num_accesses, NO_ACCESS, dtype=np.int64)
+    def_op, seg_ptr, seg_use, seg_prev, acc_seg = _segments(
+        np.asarray(workload.access_ptr, np.int64), np.asarray(workload.access_op, np.int64),
+        np.asarray(workload.access_write, np.bool_), np.asarray(workload.start, np.int64))
+    return def_op, is_output, seg_ptr, seg_use, seg_prev, acc_seg
+
+
+@njit(cache=True)
+def _segments(ptr, ops, write, start):
+    """:func:`segments_of`'s arrays in one pass over the accesses (a buffer's use points: the
+    distinct ops of its accesses after the definition, or all of them for a program input; a
+    defined buffer with none has one segment ending at the definition)."""
+    n = start.shape[0]
+    def_op = np.full(n, -1, np.int64)
+    seg_ptr = np.zeros(n + 1, np.int64)
+    acc_seg = np.full(ops.shape[0], NO_ACCESS, np.int64)
+    seg_use = np.empty(ops.shape[0] + n, np.int64)
+    seg_prev = np.empty(ops.shape[0] + n, np.int64)
+    m = 0
     for b in range(n):
-        lo, hi = int(ptr[b]), int(ptr[b + 1])
-        writes = [int(ops[a]) for a in range(lo, hi) if write[a]]
-        d = min(writes) if writes else -1
-        def_op[b] = d
-        uses = sorted({int(ops[a]) for a in range(lo, hi) if int(ops[a]) > d}) if d >= 0 else \
-            sorted({int(ops[a]) for a in range(lo, hi)})
-        if d >= 0 and not uses:
-            uses = [d]  # defined, never used later: one segment, the production itself
-        first = len(seg_use)
-        prev = d if d >= 0 else int(workload.start[b]) - 1
-        for u in uses:
-            seg_use.append(u)
-            seg_prev.append(prev)
-            prev = u
-        seg_ptr[b + 1] = len(seg_use)
-        where = {u: first + i for i, u in enumerate(uses)}
+        lo, hi = ptr[b], ptr[b + 1]
+        d = -1
         for a in range(lo, hi):
-            t = int(ops[a])
+            if write[a] and (d < 0 or ops[a] < d):
+                d = ops[a]
+        uses = np.sort(ops[lo:hi])
+        first = m
+        prev = d if d >= 0 else start[b] - 1
+        for i in range(uses.shape[0]):
+            u = uses[i]
+            if (d >= 0 and u <= d) or (m > first and seg_use[m - 1] == u):
+                continue
+            seg_use[m] = u
+            seg_prev[m] = prev
+            prev = u
+            m += 1
+        if d >= 0 and m == first:  # defined, never used later: one segment, the production itself
+            seg_use[m] = d
+            seg_prev[m] = d
+            m += 1
+        seg_ptr[b + 1] = m
+        def_op[b] = d
+        for a in range(lo, hi):
+            t = ops[a]
             if d >= 0 and t == d:
                 acc_seg[a] = DEF_GROUP
-            elif t in where:
-                acc_seg[a] = where[t]
-    return (def_op, is_output, seg_ptr, np.array(seg_use, dtype=np.int64), np.array(seg_prev, dtype=np.int64),
-            acc_seg)
+                continue
+            # the segment of use point t (binary search among the buffer's uses)
+            x, y = first, m
+            while x < y:
+                mid = (x + y) // 2
+                if seg_use[mid] < t:
+                    x = mid + 1
+                else:
+                    y = mid
+            if x < m and seg_use[x] == t:
+                acc_seg[a] = x
+    return def_op, seg_ptr, seg_use[:m].copy(), seg_prev[:m].copy(), acc_seg
 
 
 def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness", *, n_starts: int = 4,
@@ -186,8 +216,9 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
         buffers = v1_order(workload, hardware, compute)
     else:  # v0's "start" and "size" orders do not read the benefits
         buffers = buffer_order(np.zeros(workload.num_buffers), workload.size, workload.start, workload.end, order)
-    seg_order = np.concatenate([np.arange(seg_ptr[b], seg_ptr[b + 1], dtype=np.int64) for b in buffers]) \
-        if seg_use.size else np.zeros(0, dtype=np.int64)
+    lens = np.diff(seg_ptr)[buffers]  # each buffer's segments in time order, the buffers in order
+    seg_order = (np.repeat(seg_ptr[buffers] - np.cumsum(lens) + lens, lens)
+                 + np.arange(int(lens.sum()), dtype=np.int64)).astype(np.int64)
     slow_bytes = np.zeros(workload.num_ops, np.int64)
     np.add.at(slow_bytes, workload.access_op, workload.access_bytes)
     slow_time = slow_bytes / hardware.slow_bw  # as current_time prices it
@@ -225,26 +256,53 @@ def v1_order(workload: Workload, hardware: Hardware, compute: np.ndarray) -> np.
     np.add.at(slow, workload.access_op, workload.access_bytes / slow_bw)
     mem = slow + hardware.op_overhead
     n = workload.num_buffers
+    bounded, latest = _boundedness(np.asarray(workload.access_ptr, np.int64), np.asarray(workload.access_op, np.int64),
+                                   np.asarray(workload.access_bytes, np.int64),
+                                   np.asarray(workload.access_write, np.bool_), np.asarray(workload.size, np.int64),
+                                   np.asarray(workload.end, np.int64), mem, np.asarray(compute, np.float64),
+                                   1.0 / slow_bw - 1.0 / fast_bw)
+    ids = np.arange(n)
+    duration = workload.end - workload.start
+    return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
+
+
+@njit(cache=True)
+def _boundedness(ptr, ops, nbytes, write, size, end, mem, compute, per_byte):
+    """:func:`v1_order`'s fold of the accesses' benefits per buffer, divided by sqrt(size), and
+    each buffer's latest access op (its end if it has none)."""
+    n = size.shape[0]
     bounded = np.zeros(n)
-    latest = np.zeros(n, dtype=np.int64)
+    latest = np.zeros(n, np.int64)
     for b in range(n):
-        lo, hi = workload.access_ptr[b], workload.access_ptr[b + 1]
-        value = None if np.any(workload.access_write[lo:hi]) else 0.0
+        lo, hi = ptr[b], ptr[b + 1]
+        has_value = True  # a program input (no write) starts the fold at 0
         for a in range(lo, hi):
-            t = workload.access_op[a]
-            saved = workload.access_bytes[a] * (1.0 / slow_bw - 1.0 / fast_bw)
+            if write[a]:
+                has_value = False
+        value = 0.0
+        for a in range(lo, hi):
+            t = ops[a]
+            saved = nbytes[a] * per_byte
             benefit = saved if mem[t] > compute[t] else mem[t] - compute[t]
-            if value is None:
+            if not has_value:
                 value = benefit
+                has_value = True
             elif value > 0 and benefit > 0:
                 value += benefit
             else:
                 value = max(value, benefit)
-        bounded[b] = (value or 0.0) / np.sqrt(workload.size[b])
-        latest[b] = workload.access_op[lo:hi].max() if hi > lo else workload.end[b]
-    ids = np.arange(n)
-    duration = workload.end - workload.start
-    return np.lexsort((ids, workload.start, latest, -duration, -workload.size, -bounded)).astype(np.int64)
+        if value == 0.0:
+            value = 0.0  # as Python's ``value or 0.0``: no negative zero
+        bounded[b] = value / np.sqrt(size[b])
+        if hi > lo:
+            m = ops[lo]
+            for a in range(lo + 1, hi):
+                if ops[a] > m:
+                    m = ops[a]
+            latest[b] = m
+        else:
+            latest[b] = end[b]
+    return bounded, latest
 
 
 def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
@@ -266,7 +324,7 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
         blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
-        rs_delay=np.zeros(t + 1), counters=np.zeros(9, np.int64), totals=np.zeros(3),
+        rs_delay=np.zeros(t + 1), counters=np.zeros(11, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
@@ -376,7 +434,7 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
     most once)."""
     n = state.counters[N_COPIES]
     i = n
-    while i > 0 and (state.cp_start[i - 1] > start or (state.cp_start[i - 1] == start and (
+    while state.counters[CP_APPEND] == 0 and i > 0 and (state.cp_start[i - 1] > start or (state.cp_start[i - 1] == start and (
             state.cp_done[i - 1] > done or (state.cp_done[i - 1] == done and state.cp_key[i - 1] > key)))):
         state.cp_key[i] = state.cp_key[i - 1]
         state.cp_start[i] = state.cp_start[i - 1]
@@ -397,10 +455,10 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
 @njit(cache=True)
 def _remove_copy(st, state, key):
     n = state.counters[N_COPIES]
-    i = 0
-    while i < n and state.cp_key[i] != key:
-        i += 1
-    if i == n:
+    i = n - 1
+    while i >= 0 and state.cp_key[i] != key:
+        i -= 1
+    if i < 0:
         return
     _touch(state, state.cp_start[i] + 1)
     state.totals[COPY_BYTES] -= state.cp_bytes[i]
@@ -411,6 +469,44 @@ def _remove_copy(st, state, key):
         state.cp_bytes[j] = state.cp_bytes[j + 1]
         state.cp_kind[j] = state.cp_kind[j + 1]
     state.counters[N_COPIES] = n - 1
+
+
+@njit(cache=True)
+def append_copies(state, on):
+    """Switch the copy list to append mode (``on``: copies are added at its end, out of queue
+    order: what a plan or a completion does, which simulates only at its end) or back to queue
+    order (sorting it). :func:`current_time` sorts it first in either mode."""
+    if not on:
+        _sort_copies(state)
+    state.counters[CP_APPEND] = 1 if on else 0
+
+
+@njit(cache=True)
+def _sort_copies(state):
+    """Put the copies in queue order ``(start, done, key)`` (keys are distinct)."""
+    n = state.counters[N_COPIES]
+    if n < 2:
+        return
+    ok = True
+    for i in range(1, n):
+        a, b = state.cp_start[i - 1], state.cp_start[i]
+        if a > b or (a == b and (state.cp_done[i - 1] > state.cp_done[i] or (
+                state.cp_done[i - 1] == state.cp_done[i] and state.cp_key[i - 1] > state.cp_key[i]))):
+            ok = False
+            break
+    if ok:
+        return
+    top_key = state.cp_key.shape[0] + 1
+    top_done = state.stall.shape[0] + 1
+    code = np.empty(n, np.int64)
+    for i in range(n):
+        code[i] = ((state.cp_start[i] + 1) * top_done + state.cp_done[i]) * top_key + state.cp_key[i]
+    order = np.argsort(code)
+    state.cp_key[:n] = state.cp_key[:n][order]
+    state.cp_start[:n] = state.cp_start[:n][order]
+    state.cp_done[:n] = state.cp_done[:n][order]
+    state.cp_bytes[:n] = state.cp_bytes[:n][order]
+    state.cp_kind[:n] = state.cp_kind[:n][order]
 
 
 @njit(cache=True)
@@ -430,6 +526,8 @@ def current_time(st, state):
     dirty = state.counters[DIRTY]
     if dirty > n_ops:
         return state.totals[TIME]
+    if state.counters[CP_APPEND] == 1:
+        _sort_copies(state)
     t0 = dirty
     while t0 > 0 and not state.sim_empty[t0]:
         t0 -= 1
@@ -539,14 +637,37 @@ def _activate(st, state, c):
     _paint(st, state, c, state.ch_lo[c], state.ch_hi[c], 1.0)
     _register(st, state, c)
     n = state.counters[N_CHUNKS]
-    i = n
-    off = state.ch_off[c]
-    while i > 0 and (state.ch_off[state.active[i - 1]] > off
-                     or (state.ch_off[state.active[i - 1]] == off and state.active[i - 1] > c)):
-        state.active[i] = state.active[i - 1]
-        i -= 1
-    state.active[i] = c
+    state.active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
     state.counters[N_CHUNKS] = n + 1
+
+
+@njit(cache=True)
+def _merge_active(state, tmp):
+    """Bring ``active`` into offset order (then id): sort the chunks appended since the last
+    merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``)."""
+    n = state.counters[N_CHUNKS]
+    k = state.counters[ACT_SORTED]
+    if k >= n:
+        return
+    active, off = state.active, state.ch_off
+    tail = active[k:n].copy()
+    top = active.shape[0] + 1
+    code = np.empty(n - k, np.int64)
+    for i in range(n - k):
+        code[i] = off[tail[i]] * top + tail[i]
+    tail = tail[np.argsort(code)]
+    i, j, m = 0, 0, 0
+    while i < k or j < n - k:
+        if j >= n - k or (i < k and (off[active[i]] < off[tail[j]] or (
+                off[active[i]] == off[tail[j]] and active[i] < tail[j]))):
+            tmp[m] = active[i]
+            i += 1
+        else:
+            tmp[m] = tail[j]
+            j += 1
+        m += 1
+    active[:n] = tmp[:n]
+    state.counters[ACT_SORTED] = n
 
 
 @njit(cache=True, inline="always")
@@ -584,6 +705,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
     if 2 * _registrations(state, k0, k1) > state.counters[N_CHUNKS]:
+        _merge_active(state, ids)
         for i in range(state.counters[N_CHUNKS]):
             c = active[i]
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
@@ -926,11 +1048,17 @@ def eviction_end(st, state, b, needed):
     last_use = state.ev_base[b] if state.ev_chunk[b] == c else state.ch_hi[c]  # before an eviction's hold
     d = st.def_op[b]
     copy = st.size[b] / st.params[SLOW_BW]
-    e = needed
-    for t in range(d + 1, needed + 1):  # PreferredEvictionEndTime
-        if _covers(st, interval_time(st, d, t), st.params[PREF_RATIO] * copy):
-            e = t
-            break
+    # PreferredEvictionEndTime: the first t in (d, needed] whose interval from d covers the
+    # preferred ratio x the copy time, else needed (the interval grows with t: binary search)
+    want = st.params[PREF_RATIO] * copy
+    a, z = d + 1, needed + 1
+    while a < z:
+        m = (a + z) // 2
+        if _covers(st, interval_time(st, d, m), want):
+            z = m
+        else:
+            a = m + 1
+    e = a if a <= needed else needed
     if e < last_use + 1:
         e = last_use + 1
     if e > needed:
