@@ -24,7 +24,6 @@ import pytest
 from mallocgym import sim
 from mallocgym._clock import NO_DEADLINE, deadline_after, now_ns
 from mallocgym.agents import make_agent
-from mallocgym.agents.search import _timed
 from mallocgym.agents.search.base import OutOfTime, _Budget
 from mallocgym.agents.search.v1 import V1Game
 from mallocgym.harness import BenchInterrupted, bench, solve, with_budget
@@ -56,13 +55,13 @@ def test_clock_is_the_kernels_and_deadlines_are_absolute():
     assert abs(deadline_after(1.0) - now_ns() - 1e9) < 5e8
 
 
-# ------------------------------------------------------------------------ timed completions
+# ------------------------------------------------------------------------ completions with a deadline
 def _v0_root(scenario, order="boundedness"):
     st = sim.compile_scenario(scenario.workload, scenario.hardware, order)
     return st, sim.new_state(st)
 
 
-def test_timed_v0_completions_play_what_the_untimed_ones_play(medium):
+def test_v0_completions_with_a_deadline_play_what_they_play_without(medium):
     st, root = _v0_root(medium)
     mid = sim.copy_state(root)
     for _ in range(40):  # a position some way in (these buffers left slow)
@@ -72,13 +71,13 @@ def test_timed_v0_completions_play_what_the_untimed_ones_play(medium):
         expected = complete(st, start, work)
         for deadline in (NO_DEADLINE, deadline_after(600.0)):
             sim.copy_into(start, timed)
-            assert _timed.greedy_until(st, timed, deadline) == expected
+            assert sim.run_greedy(st, timed, True, False, deadline) == expected
             np.testing.assert_array_equal(timed.offsets, work.offsets)
         sim.copy_into(start, timed)
-        assert np.isnan(_timed.greedy_until(st, timed, now_ns() - 1))
+        assert np.isnan(sim.run_greedy(st, timed, True, False, now_ns() - 1))
 
 
-def test_timed_canonical_completion_plays_what_run_canonical_plays(medium):
+def test_canonical_completion_with_a_deadline_plays_what_it_plays_without(medium):
     st, _ = _v0_root(medium)
     rank = canonical.ranks(st)
     state, cs = sim.new_state(st), canonical.new_canon(st)
@@ -86,14 +85,14 @@ def test_timed_canonical_completion_plays_what_run_canonical_plays(medium):
     expected = canonical.complete(st, state, cs, rank, *work)
     for deadline in (NO_DEADLINE, deadline_after(600.0)):
         timed = (sim.copy_state(state), canonical.copy_canon(cs))
-        assert _timed.canonical_until(st, *timed, rank, deadline) == expected
+        assert canonical.run_canonical(st, *timed, rank, deadline) == expected
         np.testing.assert_array_equal(timed[0].offsets, work[0].offsets)
     timed = (sim.copy_state(state), canonical.copy_canon(cs))
-    assert np.isnan(_timed.canonical_until(st, *timed, rank, now_ns() - 1))
+    assert np.isnan(canonical.run_canonical(st, *timed, rank, now_ns() - 1))
 
 
 @pytest.mark.parametrize("policy", ["xla-msa", "greedy"])
-def test_timed_v1_completions_play_what_the_untimed_ones_play(small, policy):
+def test_v1_completions_with_a_deadline_play_what_they_play_without(small, policy):
     st, root, table, work = new_game(small)
     # a position halfway through MSA's game, and the root
     half = v1.copy_state(root)
@@ -105,14 +104,14 @@ def test_timed_v1_completions_play_what_the_untimed_ones_play(small, policy):
         expected = (complete_msa(st, a, table) if policy == "xla-msa" else complete_greedy(st, a, table, work))
         for deadline in (NO_DEADLINE, deadline_after(600.0)):
             b = v1.copy_state(start)
-            got = (_timed.msa_until(st, b, table, deadline) if policy == "xla-msa"
-                   else _timed.greedy_v1_until(st, b, table, work, deadline))
+            got = (complete_msa(st, b, table, deadline) if policy == "xla-msa"
+                   else complete_greedy(st, b, table, work, deadline))
             assert got == expected
             for field in ("seg_kind", "seg_off", "seg_pstart", "totals"):
                 np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
         b = v1.copy_state(start)
-        late = (_timed.msa_until(st, b, table, now_ns() - 1) if policy == "xla-msa"
-                else _timed.greedy_v1_until(st, b, table, work, now_ns() - 1))
+        late = (complete_msa(st, b, table, now_ns() - 1) if policy == "xla-msa"
+                else complete_greedy(st, b, table, work, now_ns() - 1))
         assert np.isnan(late)
 
 
@@ -156,8 +155,9 @@ V0_SPECS = ["rollout", "beam", "mcts", "rollout:levels=2", "rollout:order=canoni
 def test_v0_search_returns_within_budget_and_not_below_xla(medium, spec):
     reference = solve(medium, "xla")
     agent = make_agent(spec)
+    with_budget(agent, 3.0)
+    solve(medium, agent)  # warm: a first run in a process loads (or compiles) every kernel it reaches
     with_budget(agent, 0.2)
-    solve(medium, agent)  # warm: a first run in a process loads the kernels
     result = solve(medium, agent)
     _check_within_budget(result, 0.2)
     if "canonical" not in spec:  # the canonical mode's guarantee is its own greedy, not XLA-like
@@ -168,6 +168,8 @@ def test_v0_search_returns_within_budget_and_not_below_xla(medium, spec):
 def test_v1_search_returns_within_budget_and_not_below_its_start(medium, spec):
     start = solve(medium, "xla-msa" if "greedy" not in spec else "greedy", env="v1")
     agent = make_agent(spec)
+    with_budget(agent, 3.0)
+    solve(medium, agent, env="v1")  # warm: every kernel the search reaches loaded (or compiled)
     # long enough for the fallback and some search, short enough that one more completion
     # (as long as the fallback's) would overrun it by far
     probe = make_agent(spec)

@@ -20,7 +20,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["NATIVE", "NO_DEADLINE", "clock_ns", "now_ns", "deadline_after", "past"]
+__all__ = ["NATIVE", "NO_DEADLINE", "CHECK_EVERY", "clock_ns", "now_ns", "deadline_after", "past"]
 
 NATIVE = sys.platform.startswith("linux") or sys.platform == "darwin"
 """Whether :func:`clock_ns` reads a real clock here (``clock_gettime``)."""
@@ -28,6 +28,10 @@ NATIVE = sys.platform.startswith("linux") or sys.platform == "darwin"
 _CLOCK_MONOTONIC = 6 if sys.platform == "darwin" else 1
 NO_DEADLINE = np.iinfo(np.int64).max
 """The deadline of a kernel with no time limit."""
+
+CHECK_EVERY = 8
+"""Decisions between two reads of the clock in a completion with a deadline (a read costs well
+under a decision)."""
 
 
 @intrinsic

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._clock import CHECK_EVERY, NO_DEADLINE, past
 from ..features import v1 as v1_obs
 from ..features.v1 import advance_forced, play
 from ..scenarios import Scenario
@@ -54,19 +55,27 @@ def play_action(st, state, s, table, a):
 
 
 @njit(cache=True)
-def complete_greedy(st, state, table, work):
-    """Play the rest of the game greedily (in place); return the final program time."""
+def complete_greedy(st, state, table, work, deadline=NO_DEADLINE):
+    """Play the rest of the game greedily (in place); return the final program time (NaN, the
+    state part-played, once ``deadline`` has passed: absolute nanoseconds on
+    :mod:`mallocgym._clock`'s clock, read every :data:`~mallocgym._clock.CHECK_EVERY` decisions)."""
     s = advance_forced(st, state, table)
+    i = 0
     while s >= 0:
+        if i % CHECK_EVERY == 0 and past(deadline):
+            return np.nan
+        i += 1
         a = greedy_move(st, state, s, table, work)
         s = play_action(st, state, s, table, a)
     return state.totals[v1.TIME]
 
 
 @njit(cache=True)
-def complete_msa(st, state, table):
+def complete_msa(st, state, table, deadline=NO_DEADLINE):
     """Play the rest of the game with MSA's own action at each real decision (forced positions
-    as the env plays them); return the final program time.
+    as the env plays them); return the final program time (NaN, the state part-played, once
+    ``deadline`` has passed: absolute nanoseconds on :mod:`mallocgym._clock`'s clock, read every
+    :data:`~mallocgym._clock.CHECK_EVERY` segments).
 
     The same moves and final state as playing ``table.msa_action`` through
     :func:`mallocgym.features.v1.play` (:func:`complete_msa_env`), without what only a step needs:
@@ -78,6 +87,8 @@ def complete_msa(st, state, table):
     pf_count = table.pf_count
     v1.append_copies(state, True)
     while state.counters[v1.POS] < n:
+        if state.counters[v1.POS] % CHECK_EVERY == 0 and past(deadline):
+            return np.nan
         s = st.order[state.counters[v1.POS]]
         msa.decide(st, state, table.msa, table.ids, s, table.pick, mo)
         chosen = mo[0] != v1.SLOW

@@ -30,6 +30,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .._clock import CHECK_EVERY, NO_DEADLINE, past
 from ..hardware import Hardware
 from ..workloads.core import Workload
 
@@ -308,8 +309,10 @@ def first_fit_offset(st, state, b, ids, gap_lo, gap_hi):
 
 
 @njit(cache=True)
-def run_greedy(st, state, skip_no_benefit, first_fit=False):
-    """Play the rest of the episode greedily; return the final program time.
+def run_greedy(st, state, skip_no_benefit, first_fit=False, deadline=NO_DEADLINE):
+    """Play the rest of the episode greedily; return the final program time (NaN, the state
+    part-played, once ``deadline`` has passed: absolute nanoseconds on :mod:`mallocgym._clock`'s
+    clock, read every :data:`~mallocgym._clock.CHECK_EVERY` buffers).
 
     Each buffer, in ``st.order`` from the current step, goes to its best-fit candidate
     (MallocGame's candidate 0) or, with ``first_fit``, to the lowest free aligned offset; it stays
@@ -324,6 +327,8 @@ def run_greedy(st, state, skip_no_benefit, first_fit=False):
     cand_lo = np.empty(1, dtype=np.int64)
     cand_hi = np.empty(1, dtype=np.int64)
     for i in range(state.counters[STEP], n):
+        if i % CHECK_EVERY == 0 and past(deadline):
+            return np.nan
         b = st.order[i]
         state.counters[STEP] = i + 1
         if skip_no_benefit and marginal_benefit(st, state, b) <= 0.0:

@@ -42,6 +42,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .._clock import CHECK_EVERY, NO_DEADLINE, past
 from . import ALIGNMENT, CAPACITY, TIME, Static, copy_into, marginal_benefit
 from . import place as sim_place
 
@@ -145,12 +146,17 @@ def finish(cs):
 
 
 @njit(cache=True)
-def run_canonical(st, state, cs, rank):
+def run_canonical(st, state, cs, rank, deadline=NO_DEADLINE):
     """Play to the end with the mode's greedy policy: candidate 0 (the lowest offset, then the
     decision order) is placed when that saves time now, else sent to slow memory. Returns the
-    final program time."""
+    final program time (NaN, the state part-played, once ``deadline`` has passed: absolute
+    nanoseconds on :mod:`mallocgym._clock`'s clock)."""
     out = np.empty(1, np.int64)
+    i = 0
     while True:
+        if i % CHECK_EVERY == 0 and past(deadline):
+            return np.nan
+        i += 1
         count = candidates(st, cs, rank, 1, out)
         if count == 0:
             break

@@ -46,7 +46,6 @@ from ...scenarios import Scenario
 from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
-from ..search._timed import msa_until
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import ExpertRecord, label_decision, policy_move, predicted_gain
 from .networks import ObsSpec, obs_spec_v1, stack_obs
@@ -115,8 +114,7 @@ class Completions:
 
     def _finish(self, work: v1.State1, deadline_ns: int) -> float:
         self.count += 1
-        t = float(complete_msa(self.st, work, self.table) if deadline_ns == NO_DEADLINE
-                  else msa_until(self.st, work, self.table, deadline_ns))
+        t = float(complete_msa(self.st, work, self.table, deadline_ns))
         if math.isnan(t):
             self.gave_up = True
             return math.inf

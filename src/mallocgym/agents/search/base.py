@@ -181,7 +181,7 @@ def pace_allowance(time_left: float, left: int, searched: int, made: int, *, by_
 
 # ---------------------------------------------------------------------------------- budget
 class OutOfTime(Exception):
-    """A completion gave up at the search's deadline (:mod:`._timed`): the search stops and
+    """A completion gave up at the search's deadline (its kernel read :mod:`mallocgym._clock`): the search stops and
     returns its incumbent."""
 
 

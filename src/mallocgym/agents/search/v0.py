@@ -51,9 +51,8 @@ from ... import sim
 from ..._clock import NO_DEADLINE
 from ...heuristics.v0 import complete, decide
 from ...scenarios import Scenario
-from ...sim import STEP, TIME, canonical, copy_into
+from ...sim import STEP, TIME, canonical, copy_into, run_greedy
 from ..base import Solution, parse_config
-from ._timed import canonical_until, greedy_until
 from .base import (UCT, BeamConfig, MCTSConfig, OutOfTime, RolloutConfig, _Budget, _v0_only_settings, _v1_settings)
 
 __all__ = ["RolloutAgent", "BeamAgent", "MCTSAgent", "CompletionScorer", "search_factory", "V0Game"]
@@ -91,7 +90,7 @@ def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
     ``best_time[0]`` / ``best_offsets`` on strict improvement. ``known >= 0`` is ``state``'s
     own XLA-like completion time, which is also that of XLA-like's action (XLA-like is
     deterministic), so that one is not rerun. A completion that gives up at ``deadline``
-    (:func:`~._timed.greedy_until`) ends the expansion there. Returns ``(actions, completions
+    (:func:`mallocgym.sim.run_greedy` with a deadline) ends the expansion there. Returns ``(actions, completions
     run, whether it gave up)``.
     """
     count = _candidates(st, state, k, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi)
@@ -112,7 +111,7 @@ def _expand(st, state, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi,
         copy_into(state, work)
         decide(st, work, cand_off[a] if a < count else -1)
         step_times[i] = work.totals[TIME]
-        t = greedy_until(st, work, deadline)
+        t = run_greedy(st, work, True, False, deadline)
         if np.isnan(t):
             return m, runs, True
         runs += 1
@@ -149,7 +148,7 @@ def _rollout_run(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_
             decide(st, cur, -1)
             continue
         if counter[0] + count + (0 if known >= 0.0 else 1) > limit:
-            return greedy_until(st, cur, deadline)
+            return run_greedy(st, cur, True, False, deadline)
         m, runs, stopped = _expand(st, cur, k, work, ids, gap_lo, gap_hi, cand_off, cand_lo, cand_hi, times,
                                    actions, step_times, best_time, best_offsets, known, deadline)
         counter[0] += runs
@@ -204,7 +203,7 @@ def _canonical_expand(st, state, cs, rank, k, work, wcs, cand, times, moves, bes
             continue
         canonical.canon_copy_into(state, cs, work, wcs)
         _canonical_apply(st, work, wcs, moves[i])
-        t = canonical_until(st, work, wcs, rank, deadline)
+        t = canonical.run_canonical(st, work, wcs, rank, deadline)
         if np.isnan(t):
             return m, runs, True
         runs += 1
@@ -370,7 +369,7 @@ class V0Game:
     def complete(self, state) -> float:
         inc = self.incumbent
         copy_into(state, self.work)
-        t = float(greedy_until(self.st, self.work, self.deadline))
+        t = float(run_greedy(self.st, self.work, True, False, self.deadline))
         if t != t:
             raise OutOfTime
         inc.completions += 1
@@ -439,7 +438,7 @@ class _CanonicalGame:
     def complete(self, state) -> float:
         inc = self.incumbent
         canonical.canon_copy_into(*state, *self.work)
-        t = float(canonical_until(self.st, *self.work, self.rank, self.deadline))
+        t = float(canonical.run_canonical(self.st, *self.work, self.rank, self.deadline))
         if t != t:
             raise OutOfTime
         inc.completions += 1

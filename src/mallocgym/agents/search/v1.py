@@ -27,7 +27,6 @@ from ...pricing.v1 import mapping_from_state
 from ...scenarios import Scenario
 from ...sim import v1
 from ..base import Solution
-from ._timed import greedy_v1_until, msa_until
 from .base import MCTSConfig, OutOfTime, _Budget, UCT
 
 __all__ = ["V1Game", "rollout_v1", "beam_v1", "mcts_v1"]
@@ -95,13 +94,10 @@ class V1Game:
         """The default policy's completion time from ``state`` (the best is kept); raises
         :class:`OutOfTime` when it gives up at the deadline."""
         v1.copy_into(state, self.scratch)
-        untimed = self.deadline == NO_DEADLINE
         if self.completion == "greedy":
-            t = float(complete_greedy(self.st, self.scratch, self.table, self.work) if untimed else
-                      greedy_v1_until(self.st, self.scratch, self.table, self.work, self.deadline))
+            t = float(complete_greedy(self.st, self.scratch, self.table, self.work, self.deadline))
         else:
-            t = float(complete_msa(self.st, self.scratch, self.table) if untimed else
-                      msa_until(self.st, self.scratch, self.table, self.deadline))
+            t = float(complete_msa(self.st, self.scratch, self.table, self.deadline))
         if t != t:
             raise OutOfTime
         self.completions += 1
