@@ -57,6 +57,8 @@ def _policy(algo: str, config: AlgoConfig) -> tuple[Any, dict[str, Any]]:
         fe_kwargs["n_starts"] = config.env.starts
     if config.env.canonical:  # the two v0 modes' observation spaces may look alike: say which
         fe_kwargs["canonical"] = True
+    if p.xla_tag:
+        fe_kwargs["xla_tag"] = True
     return cls, {"features_extractor_class": CandidateSetExtractor, "features_extractor_kwargs": fe_kwargs}
 
 

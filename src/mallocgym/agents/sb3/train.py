@@ -579,6 +579,9 @@ def _config(args, out: Path):
         config = default_config(args.algo, args.env or "v0", canonical=_asks_canonical(args.set))
     for assignment in args.set:
         config = override(config, assignment)
+    if (not args.resume and config.env.version == "v1" and config.policy.extractor == "set"
+            and not any(a.partition("=")[0].strip() == "policy.xla_tag" for a in args.set)):
+        config = override(config, "policy.xla_tag=true")  # new v1 runs: XLA's offset rows tagged
     if args.env is not None and config.env.version != args.env:
         raise ValueError(f"--env {args.env} contradicts --set env.version={config.env.version}")
     if args.warm_start is not None and config.env.version != "v1":
