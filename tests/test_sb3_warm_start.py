@@ -28,15 +28,16 @@ ENV = cfg.EnvConfig(n_candidates=4, n_next=3, memory_bins=(8, 8), version="v1", 
 
 
 class TinyPrograms:
-    """A fresh 24-buffer random program per game (one of 1,000), as the generator gives training."""
+    """A fresh 24-buffer random program per game (one of 10**6), as the generator gives training."""
 
     def __call__(self, rng):
-        seed = int(rng.integers(1000))
+        seed = int(rng.integers(10**6))
         return Scenario(f"tiny{seed}", small_random_workload(seed, 24, "ws", min_span=1), HW)
 
 
-def _model(workload):
-    config = cfg.MaskablePPOConfig(n_envs=1, vec="dummy", env=ENV, policy=cfg.PolicyConfig(hidden=32, memory_pool=4),
+def _model(workload, xla_tag=True):
+    config = cfg.MaskablePPOConfig(n_envs=1, vec="dummy", env=ENV,
+                                   policy=cfg.PolicyConfig(hidden=32, memory_pool=4, xla_tag=xla_tag),
                                    n_steps=32, batch_size=32, n_epochs=1)
     venv = make_vec_env("dummy", 1, dict(ENV.env_kwargs(), workload=workload), seed=0, version="v1")
     return checkpoint.build_model("maskable_ppo", config, venv, seed=0)
@@ -73,29 +74,53 @@ def _scenario(name: str) -> Scenario:
 def test_cloned_policy_plays_xla_moves_on_held_out_programs():
     """After the warm start, the deterministic policy picks msa_action on most positions of games it
     did not train on (other programs of the same generator), far above the untrained policy and
-    above always playing the most common move. Hand-checked: 0.74 held out, 0.92 trained (seed 0);
-    the untrained policy 0.12, the most common move 0.42."""
+    above always playing the most common move. Hand-checked (seed 0): 0.86 on 111 held-out
+    positions (5 programs), 0.95 on 736 trained ones; the untrained policy 0.09, the most common
+    move 0.45 (without ``policy.xla_tag`` far less: FAST and PREFETCH at XLA's offset look like
+    other offsets)."""
     workload = TinyPrograms()
-    demos = collect_xla_msa(dict(ENV.env_kwargs(), workload=workload), 24, seed=0, gamma=0.95)
+    demos = collect_xla_msa(dict(ENV.env_kwargs(), workload=workload), 40, seed=0, gamma=0.95)
     held = demos.heldout()
-    assert sorted(set(demos.game[held].tolist())) == [HELDOUT_EVERY - 1, 2 * HELDOUT_EVERY - 1, 3 * HELDOUT_EVERY - 1]
+    assert sorted(set(demos.game[held].tolist())) == [HELDOUT_EVERY * i - 1 for i in range(1, 6)]
     trained = {demos.scenarios[g] for g in set(demos.game[~held].tolist())}
     unseen = [demos.scenarios[g] for g in sorted(set(demos.game[held].tolist())) if demos.scenarios[g] not in trained]
-    assert len(unseen) >= 2  # the held-out games are mostly other programs
+    assert len(unseen) == 5  # the held-out games are other programs
     model = _model(workload)
     records = []
     summary = clone(model, demos, epochs=40, value_weight=0.5, max_grad_norm=0.5, seed=0, batch_size=64,
                     log=records.append)
     assert [r["epoch"] for r in records] == list(range(41)) and records[0]["loss"] is None
     assert summary["initial_heldout_accuracy"] < 0.3
-    assert summary["heldout_accuracy"] >= 0.65 and summary["train_accuracy"] >= 0.85
+    assert summary["heldout_accuracy"] >= 0.8 and summary["train_accuracy"] >= 0.9
     common = np.bincount(demos.actions[held]).max() / held.sum()
-    assert summary["heldout_accuracy"] >= common + 0.15
+    assert summary["heldout_accuracy"] >= common + 0.3
     # the summary's accuracy is what greedy play of the policy chooses on those positions
     rows = np.flatnonzero(held)
     chosen = greedy_actions(model.policy, demos.batch(rows), demos.masks[rows])
     assert (chosen == demos.actions[rows]).mean() == pytest.approx(summary["heldout_accuracy"])
     assert records[-1]["value_loss"] < records[1]["value_loss"]  # the value head learned the returns too
+
+
+def test_xla_tag_starts_as_the_untagged_network_and_separates_xla_offsets():
+    """policy.xla_tag adds one zero-initialised weight vector: the fresh network scores as the
+    untagged one of the same seed; once it is non-zero, XLA's rows (1 and 1 + K) score apart from
+    rows with identical features."""
+    tagged, plain = _model(TinyPrograms()), _model(TinyPrograms(), xla_tag=False)
+    env = MallocGameV1Env(_scenario("tiny3"), **ENV.env_kwargs())
+    obs, _ = env.reset(seed=0)
+    from mallocgym.agents.sb3.extractor import action_scores
+
+    k = ENV.n_candidates
+    rows = obs["actions"].reshape(ENV.n_actions, -1).copy()
+    rows[1:1 + k] = rows[1]  # every FAST offset looks like XLA's
+    same = dict(obs, actions=rows.reshape(-1))
+    np.testing.assert_allclose(action_scores(tagged.policy, same), action_scores(plain.policy, same), atol=1e-6)
+    scores = action_scores(tagged.policy, same)[0]
+    assert np.allclose(scores[1:1 + k], scores[1])  # no tag: identical rows score alike
+    with torch.no_grad():
+        tagged.policy.features_extractor.xla_weight.fill_(1.0)
+    scores = action_scores(tagged.policy, same)[0]
+    assert not np.isclose(scores[1], scores[2]) and np.allclose(scores[2:1 + k], scores[2])
 
 
 def _run(out, *extra, algo="maskable_ppo", env="v1"):
@@ -112,6 +137,7 @@ def test_warm_started_run_records_accuracy_and_keeps_the_start(tmp_path, capsys)
     assert _run(out, "--steps", "64", "--warm-start", "xla-msa", "--warm-start-games", "9",
                 "--warm-start-epochs", "2") == 0
     meta = json.loads((out / "train.json").read_text())
+    assert meta["config"]["policy"]["xla_tag"] is True  # new v1 runs tag XLA's offset rows
     warm = meta["warm_start"]
     assert warm["teacher"] == "xla-msa" and warm["games"] == 9 and warm["epochs"] == 2
     assert warm["heldout_games"] == [HELDOUT_EVERY - 1] and warm["positions"] > warm["heldout_positions"] > 0
@@ -128,6 +154,10 @@ def test_warm_started_run_records_accuracy_and_keeps_the_start(tmp_path, capsys)
     plain = tmp_path / "plain"
     assert _run(plain, "--steps", "64") == 0
     assert not (plain / "warm_start.zip").exists() and "warm_start" not in json.loads((plain / "train.json").read_text())
+    untagged = tmp_path / "untagged"
+    assert _run(untagged, "--steps", "32", "--set", "policy.xla_tag=false") == 0
+    assert json.loads((untagged / "train.json").read_text())["config"]["policy"]["xla_tag"] is False
+    assert make_agent(f"maskable_ppo:{untagged}").model.policy.features_extractor.xla_weight is None
     capsys.readouterr()
 
 
@@ -141,6 +171,9 @@ def test_warm_started_run_records_accuracy_and_keeps_the_start(tmp_path, capsys)
     (["--warm-start", "xla-msa", "--warm-start-games", "0"], {}, "--warm-start-games must be in [1, 100000], got 0"),
     (["--warm-start", "xla-msa", "--warm-start-epochs", "0"], {}, "--warm-start-epochs must be in [1, 10000], got 0"),
     (["--generator-families", "cnn"], {}, "--generator-families needs --generator PRESET"),
+    (["--set", "policy.xla_tag=true"], {"env": "v0"}, "policy.xla_tag marks MallocGame-v1's XLA offset rows"),
+    (["--set", "policy.extractor=flat", "--set", "policy.xla_tag=true"], {}, "policy.extractor=flat (set "
+                                                                              "policy.xla_tag=false)"),
     (["--generator-buffers", "10,20"], {}, "--generator-buffers needs --generator PRESET"),
 ])
 def test_warm_start_and_generator_flags_refuse_what_does_not_apply(tmp_path, capsys, extra, kwargs, message):
