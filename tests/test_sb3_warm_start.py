@@ -153,7 +153,8 @@ def test_warm_started_run_records_accuracy_and_keeps_the_start(tmp_path, capsys)
     # without the option, neither the file nor the section exists
     plain = tmp_path / "plain"
     assert _run(plain, "--steps", "64") == 0
-    assert not (plain / "warm_start.zip").exists() and "warm_start" not in json.loads((plain / "train.json").read_text())
+    assert not (plain / "warm_start.zip").exists()
+    assert "warm_start" not in json.loads((plain / "train.json").read_text())
     untagged = tmp_path / "untagged"
     assert _run(untagged, "--steps", "32", "--set", "policy.xla_tag=false") == 0
     assert json.loads((untagged / "train.json").read_text())["config"]["policy"]["xla_tag"] is False
@@ -193,8 +194,8 @@ def test_warm_start_refuses_a_resumed_run(tmp_path, capsys):
     assert _run(out, "--steps", "32") == 0
     from mallocgym.cli import main as cli_main
 
-    code = cli_main(["train", "sb3", "--algo", "maskable_ppo", "--out", str(out), "--quiet", "--resume", "--steps", "64",
-                     "--scenario", "mlp-train@1/8", "--warm-start", "xla-msa"])
+    code = cli_main(["train", "sb3", "--algo", "maskable_ppo", "--out", str(out), "--quiet", "--resume",
+                     "--steps", "64", "--scenario", "mlp-train@1/8", "--warm-start", "xla-msa"])
     err = capsys.readouterr().err
     assert code == 2 and "a resumed run keeps its weights" in err, err
 

@@ -18,8 +18,8 @@ from ..._files import atomic_write
 from ..._validate import read_json
 from .config import AlgoConfig, DQNConfig, config_from_dict
 
-__all__ = ["MODEL_FILE", "LATEST_FILE", "WARM_START_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint", "load_checkpoint",
-           "read_meta", "run_paths"]
+__all__ = ["MODEL_FILE", "LATEST_FILE", "WARM_START_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint",
+           "load_checkpoint", "read_meta", "run_paths"]
 
 MODEL_FILE = "model.zip"
 LATEST_FILE = "latest.zip"  # the newest weights when model.zip holds the best checkpoint (--select best)

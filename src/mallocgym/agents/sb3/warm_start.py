@@ -122,8 +122,8 @@ def collect_xla_msa(env_kwargs: dict[str, Any], games: int, *, seed: int, gamma:
         raise ValueError(f"the warm start's {games} game(s) ({', '.join(sorted(set(scenarios)))}) have no decision "
                          f"to imitate (every use forced)")
     obs_arrays = {key: np.stack(values) for key, values in columns.items()}
-    return Demonstrations(obs=obs_arrays, masks=obs_arrays[MASK_KEY].astype(bool), actions=np.asarray(actions, np.int64),
-                          returns=np.asarray(returns, np.float32), game=np.asarray(owner, np.int32),
+    return Demonstrations(obs=obs_arrays, masks=obs_arrays[MASK_KEY].astype(bool),
+                          actions=np.asarray(actions, np.int64), returns=np.asarray(returns, np.float32), game=np.asarray(owner, np.int32),
                           scenarios=scenarios, speedups=speedups)
 
 
@@ -169,7 +169,8 @@ def clone(model, demos: Demonstrations, *, epochs: int, value_weight: float, max
     def record(epoch: int, losses: list[tuple[float, float, float]]) -> dict[str, Any]:
         mean = np.mean(losses, axis=0) if losses else (None, None, None)
         rec = {"epoch": epoch, "loss": _num(mean[0]), "policy_loss": _num(mean[1]), "value_loss": _num(mean[2]),
-               "train_accuracy": accuracy(policy, demos, train_rows), "heldout_accuracy": accuracy(policy, demos, held_rows),
+               "train_accuracy": accuracy(policy, demos, train_rows),
+               "heldout_accuracy": accuracy(policy, demos, held_rows),
                "seconds": time.perf_counter() - t0}
         history.append(rec)
         if log is not None:
