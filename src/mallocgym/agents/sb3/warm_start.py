@@ -123,8 +123,8 @@ def collect_xla_msa(env_kwargs: dict[str, Any], games: int, *, seed: int, gamma:
                          f"to imitate (every use forced)")
     obs_arrays = {key: np.stack(values) for key, values in columns.items()}
     return Demonstrations(obs=obs_arrays, masks=obs_arrays[MASK_KEY].astype(bool),
-                          actions=np.asarray(actions, np.int64), returns=np.asarray(returns, np.float32), game=np.asarray(owner, np.int32),
-                          scenarios=scenarios, speedups=speedups)
+                          actions=np.asarray(actions, np.int64), returns=np.asarray(returns, np.float32),
+                          game=np.asarray(owner, np.int32), scenarios=scenarios, speedups=speedups)
 
 
 def accuracy(policy, demos: Demonstrations, rows: np.ndarray, chunk: int = 1024) -> float | None:
