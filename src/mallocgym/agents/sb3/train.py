@@ -22,6 +22,13 @@ split (logged only); ``logs/eval.csv`` gets a row per evaluation. With ``--selec
 default) ``model.zip`` is the checkpoint with the best held-out score (:func:`score_groups`)
 and ``latest.zip`` the newest weights; with ``--select last`` ``model.zip`` is the newest.
 
+``--warm-start xla-msa`` (MallocGame-v1, MaskablePPO, new runs): before the first PPO step the
+policy imitates XLA's moves on ``--warm-start-games`` games drawn like training's
+(:mod:`.warm_start`); ``logs/warm_start.csv`` gets the imitation accuracy per epoch,
+``train.json`` a ``warm_start`` section, and ``warm_start.zip`` the weights before PPO. Its time
+is not part of ``--minutes``. ``--generator-families`` and ``--generator-buffers`` replace the
+generator preset's families and buffer-count range.
+
 ``--steps N`` stops at ``N`` env steps; when ``N`` falls on the end of a rollout
 (``n_steps * n_envs`` steps for PPO and MaskablePPO) that last rollout is trained on, otherwise
 the partial rollout is dropped (as one cut by ``--minutes`` is).
