@@ -18,11 +18,12 @@ from ..._files import atomic_write
 from ..._validate import read_json
 from .config import AlgoConfig, DQNConfig, config_from_dict
 
-__all__ = ["MODEL_FILE", "LATEST_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint", "load_checkpoint",
-           "read_meta", "run_paths"]
+__all__ = ["MODEL_FILE", "LATEST_FILE", "WARM_START_FILE", "META_FILE", "algo_class", "build_model", "save_checkpoint",
+           "load_checkpoint", "read_meta", "run_paths"]
 
 MODEL_FILE = "model.zip"
 LATEST_FILE = "latest.zip"  # the newest weights when model.zip holds the best checkpoint (--select best)
+WARM_START_FILE = "warm_start.zip"  # the warm-started weights, before any PPO step (--warm-start)
 META_FILE = "train.json"
 FORMAT = 1
 
@@ -56,6 +57,8 @@ def _policy(algo: str, config: AlgoConfig) -> tuple[Any, dict[str, Any]]:
         fe_kwargs["n_starts"] = config.env.starts
     if config.env.canonical:  # the two v0 modes' observation spaces may look alike: say which
         fe_kwargs["canonical"] = True
+    if p.xla_tag:
+        fe_kwargs["xla_tag"] = True
     return cls, {"features_extractor_class": CandidateSetExtractor, "features_extractor_kwargs": fe_kwargs}
 
 
@@ -78,11 +81,11 @@ def run_paths(path: str | os.PathLike) -> tuple[Path, Path]:
 
 
 def save_checkpoint(model, out_dir: str | os.PathLike, meta: dict[str, Any], *, model_file: str = MODEL_FILE) -> Path:
-    """Write ``model_file`` (``model.zip``, or ``latest.zip`` for the newest weights of a run
-    that keeps its best checkpoint in ``model.zip``) then ``train.json`` atomically into
-    ``out_dir``; return the model path."""
-    if model_file not in (MODEL_FILE, LATEST_FILE):
-        raise ValueError(f"model_file must be {MODEL_FILE} or {LATEST_FILE}, got {model_file!r}")
+    """Write ``model_file`` (``model.zip``, ``latest.zip`` for the newest weights of a run
+    that keeps its best checkpoint in ``model.zip``, or ``warm_start.zip`` for the weights of a
+    warm start before PPO) then ``train.json`` atomically into ``out_dir``; return the model path."""
+    if model_file not in (MODEL_FILE, LATEST_FILE, WARM_START_FILE):
+        raise ValueError(f"model_file must be {MODEL_FILE}, {LATEST_FILE} or {WARM_START_FILE}, got {model_file!r}")
     model_path, meta_path = run_paths(out_dir)
     model_path = model_path.with_name(model_file)
     model_path.parent.mkdir(parents=True, exist_ok=True)

@@ -171,12 +171,19 @@ class PolicyConfig:
       memory_pool: the memory image is average-pooled (adaptively) to
         ``memory_pool x memory_pool`` per channel before its linear layer (``"set"``).
       net_arch: hidden layers of the MLP after the flat extractor (``"flat"``).
+      xla_tag: MallocGame-v1 with ``"set"`` only: tag the action rows of XLA's own offset
+        (``FAST`` at offset 0 and ``PREFETCH`` at start 0, offset 0), which the row features do
+        not tell from the other offsets (see :mod:`.extractor`). ``mallocgym train sb3`` turns
+        it on for new v1 runs with the ``"set"`` extractor unless ``--set policy.xla_tag=false``;
+        the default ``False`` is the architecture of runs from before it existed, whose
+        ``train.json`` does not name it.
     """
 
     extractor: str = "set"
     hidden: int = 64
     memory_pool: int = 8
     net_arch: tuple[int, ...] = (64, 64)
+    xla_tag: bool = False
 
     def __post_init__(self):
         if self.extractor not in EXTRACTORS:
@@ -186,6 +193,8 @@ class PolicyConfig:
         if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in arch):
             raise ValueError(f"PolicyConfig.net_arch must be positive integers, got {self.net_arch!r}")
         object.__setattr__(self, "net_arch", arch)
+        if not isinstance(self.xla_tag, bool):
+            raise ValueError(f"PolicyConfig.xla_tag must be true or false, got {self.xla_tag!r}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +220,10 @@ class _Common:
         if self.env.version == "v1" and self.vec == "native":
             raise ValueError(f"{type(self).__name__}.vec 'native' (mallocgym's numba batch) plays MallocGame-v0 "
                              f"only; on v1 use vec=dummy or vec=subproc")
+        if self.policy.xla_tag and (self.env.version != "v1" or self.policy.extractor != "set"):
+            raise ValueError(f"{type(self).__name__}.policy.xla_tag marks MallocGame-v1's XLA offset rows for the "
+                             f"'set' extractor; this config has env.version={self.env.version}, "
+                             f"policy.extractor={self.policy.extractor} (set policy.xla_tag=false)")
         if self.env.canonical and self.vec == "native":
             raise ValueError(f"{type(self).__name__}.vec 'native' (mallocgym's numba batch) does not run "
                              f"env.order=canonical; use vec=dummy or vec=subproc")

@@ -29,7 +29,11 @@ features do not say which kind of action it is, so each row gets a constant tag:
 its kind (slow, fast, prefetch) and, for prefetches, a one-hot of its start-time slot ``j``
 (the picker's preferred, latest, earliest, ... start). The tags depend on the kind and slot,
 never on the candidate index ``i``, so permuting the ``K`` offsets of one slot permutes those
-logits the same way (tested)::
+logits the same way (tested). With ``xla_tag=True`` one more tag column marks the two rows of
+XLA's own offset (``FAST`` ``i = 0``, XLA MSA's look-ahead best fit, and ``PREFETCH`` ``j = 0,
+i = 0``, XLA's start and offset), which the other features do not tell from the other offsets
+(without it a policy cannot learn to play XLA's moves: it picks the right kind but not XLA's
+offset); then only the offsets ``i >= 1`` permute freely::
 
     c   = MLP(buffer, segment, progress, next, avgpool(memory image))
     h_a = MLP(action row a, tag(a), c)       for every action a (1 + K + J*K rows)
@@ -105,10 +109,12 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
       canonical: the observation is MallocGame-v0's canonical decision mode
         (``order="canonical"``: ``2K`` actions, buffer rows). Must be ``False`` for v1 and for
         v0's default mode; the shapes alone cannot always tell the two v0 modes apart.
+      xla_tag: v1 only: tag the rows of XLA's own offset (see the module docstring).
     """
 
     def __init__(self, observation_space: spaces.Dict, hidden: int = 64, memory_bins=(32, 32),
-                 memory_pool: int = 8, n_starts: int | None = None, canonical: bool = False):
+                 memory_pool: int = 8, n_starts: int | None = None, canonical: bool = False,
+                 xla_tag: bool = False):
         try:
             self.version = "v1" if "actions" in observation_space.spaces else "v0"
             keys = _CONTEXT_KEYS_V1 if self.version == "v1" else _CONTEXT_KEYS
@@ -124,6 +130,10 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
                              f"(pass the env's memory_bins)")
         if not isinstance(canonical, bool):
             raise ValueError(f"canonical must be True or False, got {canonical!r}")
+        if not isinstance(xla_tag, bool):
+            raise ValueError(f"xla_tag must be True or False, got {xla_tag!r}")
+        if xla_tag and self.version != "v1":
+            raise ValueError("xla_tag=True marks MallocGame-v1's XLA offset rows; this is a v0 observation")
         if canonical and self.version != "v0":
             raise ValueError("canonical=True is MallocGame-v0's canonical decision mode; this is a v1 observation")
         if self.version == "v0":
@@ -167,6 +177,14 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
             self.register_buffer("tags", th.as_tensor(tags), persistent=False)
         else:
             self.tags = None
+        self.xla_weight = None
+        if xla_tag:  # one more tag column (1 on XLA's rows, actions 1 and 1 + K) into the row MLP's
+            # first layer, as its own weight vector: zero at the start (the untagged network's
+            # function), drawn from no random generator and left alone by SB3's orthogonal init
+            xla_rows = th.zeros(n_rows)
+            xla_rows[[1, 1 + k]] = 1.0
+            self.register_buffer("xla_rows", xla_rows, persistent=False)
+            self.xla_weight = nn.Parameter(th.zeros(self.hidden))
 
     def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
         batch = obs["buffer"].shape[0]
@@ -178,7 +196,12 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
         if self.tags is not None:
             parts.append(self.tags.unsqueeze(0).expand(batch, -1, -1))
         parts.append(context.unsqueeze(1).expand(batch, self.n_rows, self.hidden))
-        h = self.candidate(th.cat(parts, dim=2))
+        x = th.cat(parts, dim=2)
+        if self.xla_weight is None:
+            h = self.candidate(x)
+        else:
+            first = self.candidate[0](x) + self.xla_rows[None, :, None] * self.xla_weight
+            h = self.candidate[1:](first)
         present = rows[:, :, :1]  # feature 0: 1 for a real candidate / a legal action, 0 otherwise
         pooled = (h * present).sum(dim=1) / present.sum(dim=1).clamp(min=1.0)
         return th.cat([context, pooled, h.flatten(1)], dim=1)

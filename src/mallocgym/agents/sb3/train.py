@@ -22,6 +22,13 @@ split (logged only); ``logs/eval.csv`` gets a row per evaluation. With ``--selec
 default) ``model.zip`` is the checkpoint with the best held-out score (:func:`score_groups`)
 and ``latest.zip`` the newest weights; with ``--select last`` ``model.zip`` is the newest.
 
+``--warm-start xla-msa`` (MallocGame-v1, MaskablePPO, new runs): before the first PPO step the
+policy imitates XLA's moves on ``--warm-start-games`` games drawn like training's
+(:mod:`.warm_start`); ``logs/warm_start.csv`` gets the imitation accuracy per epoch,
+``train.json`` a ``warm_start`` section, and ``warm_start.zip`` the weights before PPO. Its time
+is not part of ``--minutes``. ``--generator-families`` and ``--generator-buffers`` replace the
+generator preset's families and buffer-count range.
+
 ``--steps N`` stops at ``N`` env steps; when ``N`` falls on the end of a rollout
 (``n_steps * n_envs`` steps for PPO and MaskablePPO) that last rollout is trained on, otherwise
 the partial rollout is dropped (as one cut by ``--minutes`` is).
@@ -56,11 +63,13 @@ from stable_baselines3.common.utils import LinearSchedule
 from ..._interrupt import refuse_other_run, terminate_as_interrupt
 from ..._progress import Progress
 from ...scenarios import resolve, suite
-from .checkpoint import LATEST_FILE, MODEL_FILE, build_model, load_checkpoint, read_meta, run_paths, save_checkpoint
+from .checkpoint import (LATEST_FILE, MODEL_FILE, WARM_START_FILE, build_model, load_checkpoint, read_meta, run_paths,
+                         save_checkpoint)
 from .config import ALGOS, CANONICAL, VEC_KINDS, VERSIONS, DQNConfig, config_to_dict, default_config, override
 from .data import TrainingMix
 from .evaluation import MAX_VALIDATION_PROGRAMS, VALIDATION_PRESET, Evaluator, geomean, validation_scenarios
 from .vec_env import make_vec_env
+from .warm_start import DEFAULT_EPOCHS as WARM_START_EPOCHS, DEFAULT_GAMES as WARM_START_GAMES, TEACHERS
 
 __all__ = ["main", "train", "build_parser"]
 
@@ -72,6 +81,9 @@ DEFAULT_EVAL_PROGRAMS = 8
 DEFAULT_EVAL_HOLDOUT = 2  # programs of a suite's split held out of training to select checkpoints by
 SELECT_RULES = ("best", "last")
 EVAL_FILE = "eval.csv"
+WARM_START_LOG = "warm_start.csv"  # one row per epoch of the warm start (--warm-start)
+WARM_START_COLUMNS = ("epoch", "loss", "policy_loss", "value_loss", "train_accuracy", "heldout_accuracy", "seconds")
+MAX_WARM_START_GAMES = 100_000
 EVAL_SCENARIOS_FILE = "eval_scenarios.csv"  # one row per scenario and evaluation
 EVAL_SCENARIO_COLUMNS = ("steps", "group", "scenario", "speedup")
 EVAL_COLUMNS = ("steps", "wall_s", "train_s", "eval_s", "score", "valid_speedup", "holdout_speedup", "train_speedup",
@@ -342,6 +354,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generator-share", type=float,
                    help="fraction of episodes on generated programs, in [0, 1]; only with --generator "
                         "(default: 0.5)")
+    p.add_argument("--generator-families",
+                   help="comma-separated network families the generator draws from instead of the preset's "
+                        "(e.g. transformer,cnn,mlp,unet,rnn); only with --generator")
+    p.add_argument("--generator-buffers", metavar="LOW,HIGH",
+                   help="the generator's buffer-count range instead of the preset's (e.g. 100,1100); "
+                        "only with --generator")
+    p.add_argument("--warm-start", choices=TEACHERS,
+                   help="before PPO, train the policy to imitate this player's moves (behaviour cloning; "
+                        "xla-msa: XLA's Memory Space Assignment, MallocGame-v1 and --algo maskable_ppo only; "
+                        "not with --resume)")
+    p.add_argument("--warm-start-games", type=int,
+                   help=f"games the warm start imitates, drawn as training draws its programs "
+                        f"(default: {WARM_START_GAMES}); only with --warm-start")
+    p.add_argument("--warm-start-epochs", type=int,
+                   help=f"passes of the warm start over its positions (default: {WARM_START_EPOCHS}); "
+                        f"only with --warm-start")
     p.add_argument("--minutes", type=float, help="wall-clock budget of the learning loop (> 0)")
     p.add_argument("--steps", type=int, help=f"total env steps to reach, counting resumed runs (1..{UNLIMITED_STEPS}); "
                                              "the last rollout is trained on when it ends exactly there")
@@ -422,12 +450,43 @@ def _data(args, holdout: int | None = 0) -> tuple[dict[str, Any], dict[str, Any]
             data["held_out"] = [s.name for s in held]
     if args.generator:
         share = args.generator_share if args.generator_share is not None else 0.5
-        mix = TrainingMix(tuple(names), args.generator, share)
+        families, buffers = _generator_options(args)
+        mix = TrainingMix(tuple(names), args.generator, share, families=families, buffers=buffers)
         data.update(generator=args.generator, generator_share=share)
+        if families:
+            data["generator_families"] = list(families)
+        if buffers is not None:
+            data["generator_buffers"] = list(buffers)
         return {"workload": mix}, data, named, held
     if args.scenario or held:
         return {"workload": list(args.scenario or names)}, data, named, held
     return {"suite_name": suite_name, "split": split}, data, named, held
+
+
+def _generator_options(args) -> tuple[tuple[str, ...], tuple[int, int] | None]:
+    """``(families, buffers)`` of ``--generator-families`` and ``--generator-buffers`` (``()`` and
+    ``None``: the preset's); one ``ValueError`` naming the flag otherwise."""
+    from ...workloads.generator import GeneratorConfig, parse_families
+
+    families: tuple[str, ...] = ()
+    buffers = None
+    if args.generator_families is not None:
+        try:
+            families = parse_families(args.generator_families)
+        except ValueError as exc:
+            raise ValueError(f"--generator-families {args.generator_families!r}: {exc}") from None
+        if not families:
+            raise ValueError("--generator-families: give at least one family (e.g. transformer,cnn,mlp,unet,rnn)")
+    if args.generator_buffers is not None:
+        parts = args.generator_buffers.split(",")
+        try:
+            low, high = (int(part) for part in parts)
+            GeneratorConfig(buffers=(low, high))
+        except ValueError:
+            raise ValueError(f"--generator-buffers must be LOW,HIGH with 1 <= LOW <= HIGH, "
+                             f"got {args.generator_buffers!r}") from None
+        buffers = (low, high)
+    return families, buffers
 
 
 def _versions() -> dict[str, str]:
@@ -464,6 +523,12 @@ def _check_budget(args) -> None:
             raise ValueError("--generator-share needs --generator PRESET")
         if not 0.0 <= args.generator_share <= 1.0:  # NaN fails too
             raise ValueError(f"--generator-share must be in [0, 1], got {args.generator_share}")
+    for flag, value in (("--generator-families", args.generator_families),
+                        ("--generator-buffers", args.generator_buffers)):
+        if value is not None and not args.generator:
+            raise ValueError(f"{flag} needs --generator PRESET")
+    _generator_options(args)
+    _check_warm_start(args)
     if args.scenario and (args.suite is not None or args.split is not None):
         raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
     if args.eval_minutes is not None and not (math.isfinite(args.eval_minutes) and args.eval_minutes > 0):
@@ -479,6 +544,25 @@ def _check_budget(args) -> None:
                                        ("--eval-test", args.eval_test),
                                        ("--eval-holdout", bool(args.eval_holdout))) if on]
         raise ValueError(f"--eval-programs 0 turns evaluation off; {', '.join(given)} needs it on")
+
+
+def _check_warm_start(args) -> None:
+    """The warm-start flags, or one ``ValueError`` (the game is checked once the config is known)."""
+    if args.warm_start is None:
+        given = [flag for flag, value in (("--warm-start-games", args.warm_start_games),
+                                          ("--warm-start-epochs", args.warm_start_epochs)) if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} only go with --warm-start xla-msa")
+        return
+    if args.algo != "maskable_ppo":
+        raise ValueError(f"--warm-start trains a policy over the legal actions (--algo maskable_ppo); "
+                         f"--algo {args.algo} has none")
+    if args.resume:
+        raise ValueError("--warm-start starts a new run's policy; a resumed run keeps its weights")
+    if args.warm_start_games is not None and not 1 <= args.warm_start_games <= MAX_WARM_START_GAMES:
+        raise ValueError(f"--warm-start-games must be in [1, {MAX_WARM_START_GAMES}], got {args.warm_start_games}")
+    if args.warm_start_epochs is not None and not 1 <= args.warm_start_epochs <= 10_000:
+        raise ValueError(f"--warm-start-epochs must be in [1, 10000], got {args.warm_start_epochs}")
 
 
 def _config(args, out: Path):
@@ -498,12 +582,18 @@ def _config(args, out: Path):
             raise ValueError("--resume keeps the run's hyperparameters; --set is only for new runs "
                              "(--n-envs and --vec may change)")
     else:
-        refuse_other_run(out, [model_path, meta_path, out / LATEST_FILE, out / "logs"])
+        refuse_other_run(out, [model_path, meta_path, out / LATEST_FILE, out / WARM_START_FILE, out / "logs"])
         config = default_config(args.algo, args.env or "v0", canonical=_asks_canonical(args.set))
     for assignment in args.set:
         config = override(config, assignment)
+    if (not args.resume and config.env.version == "v1" and config.policy.extractor == "set"
+            and not any(a.partition("=")[0].strip() == "policy.xla_tag" for a in args.set)):
+        config = override(config, "policy.xla_tag=true")  # new v1 runs: XLA's offset rows tagged
     if args.env is not None and config.env.version != args.env:
         raise ValueError(f"--env {args.env} contradicts --set env.version={config.env.version}")
+    if args.warm_start is not None and config.env.version != "v1":
+        raise ValueError(f"--warm-start {args.warm_start} imitates XLA's moves on MallocGame-v1 (--env v1); "
+                         f"this run trains on MallocGame-{config.env.version}")
     if args.n_envs is not None:
         config = override(config, f"n_envs={args.n_envs}")
     if args.vec is not None:
@@ -631,6 +721,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     # Nothing is written into OUT before this point: a refused request leaves no folder behind.
     logger = _make_logger(out / "logs", args.tensorboard)
     model.set_logger(logger)
+    warm = None
+    if args.warm_start is not None:
+        try:
+            warm = _warm_start(args, config, model, env_kwargs, out / "logs")
+        except BaseException:
+            logger.close()
+            venv.close()
+            raise
     if isinstance(config, DQNConfig):
         model.exploration_schedule = LinearSchedule(config.exploration_initial_eps, config.exploration_final_eps,
                                                     config.exploration_steps / step_limit)
@@ -666,6 +764,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if select_best and selection is None:
             selection = previous.get("selection")
         result["selection"] = selection if select_best else {"rule": "last", "steps": int(model.num_timesteps)}
+        if warm is not None:
+            result["warm_start"] = warm
+        elif previous.get("warm_start") is not None:  # a resumed run's
+            result["warm_start"] = previous["warm_start"]
         return result
 
     def save() -> None:
@@ -676,6 +778,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         save_checkpoint(model, out, meta(), model_file=MODEL_FILE)
 
     evaluate.on_best = save_best
+    if warm is not None:  # the curve's start: the warm-started weights before any PPO step
+        save_checkpoint(model, out, meta(), model_file=WARM_START_FILE)
     deadline = begin + (args.minutes * 60.0 if args.minutes is not None else float("inf"))
     rows = _LogRows()
     # PPO and MaskablePPO: rows come from _LogRows (log_interval=None turns off SB3's own rows,
@@ -715,6 +819,40 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             line += f"saved {model_path}"
         print(line, file=sys.stderr)
     return result
+
+
+def _warm_start(args, config, model, env_kwargs: dict[str, Any], logs: Path) -> dict[str, Any]:
+    """Behaviour cloning of ``--warm-start``'s moves before PPO (:mod:`.warm_start`): its games
+    drawn by the training env's ``workload``, one row per epoch in ``logs/warm_start.csv``;
+    returns the summary kept in ``train.json`` under ``warm_start``."""
+    from .warm_start import clone, collect_xla_msa
+
+    games = args.warm_start_games if args.warm_start_games is not None else WARM_START_GAMES
+    epochs = args.warm_start_epochs if args.warm_start_epochs is not None else WARM_START_EPOCHS
+    seed = int(np.random.SeedSequence([args.seed, 1]).generate_state(1)[0])  # not the training envs' seeds
+    t0 = time.perf_counter()
+    demos = collect_xla_msa(env_kwargs, games, seed=seed, gamma=config.gamma)
+    collect_s = time.perf_counter() - t0
+    with open(logs / WARM_START_LOG, "w", newline="") as handle:
+        handle.write(",".join(WARM_START_COLUMNS) + "\n")
+
+        def log(record: dict[str, Any]) -> None:
+            cells = ["" if record[key] is None else (f"{record[key]:.6f}" if isinstance(record[key], float)
+                                                      else str(record[key])) for key in WARM_START_COLUMNS]
+            handle.write(",".join(cells) + "\n")
+            handle.flush()
+
+        summary = clone(model, demos, epochs=epochs, value_weight=config.vf_coef,
+                        max_grad_norm=config.max_grad_norm, seed=args.seed, log=log)
+    summary.update(teacher=args.warm_start, seed=seed, collect_seconds=collect_s,
+                   minutes=(time.perf_counter() - t0) / 60.0)
+    if not args.quiet:
+        held = summary["heldout_accuracy"]
+        print(f"warm start: {summary['positions']} positions of {games} {args.warm_start} games, {epochs} epochs in "
+              f"{summary['minutes']:.2f} min; imitation accuracy "
+              f"{'n/a' if held is None else f'{held:.4f}'} on held-out games, "
+              f"{summary['train_accuracy']:.4f} on trained positions", file=sys.stderr)
+    return summary
 
 
 def truncate_logs(folder: Path, steps: int) -> None:
