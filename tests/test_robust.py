@@ -353,6 +353,7 @@ def test_bench_results_replace_the_folder_as_one_set(tmp_path, capsys):
     out.mkdir()
     (out / "mappings.json.gz").write_bytes(gzip.compress(b"{}"))  # an older v1 run's
     (out / "results.md").write_text("old")
+    (out / "RESULTS.md").write_text("old")  # a leaderboard entry's page (make_readme.py writes it again)
     assert _bench(tmp_path, out) == 0
     assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json", "results.md"]
     assert "all-slow" in (out / "results.md").read_text()

@@ -382,8 +382,10 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
 
 MAPPINGS_FILE = "mappings.json.gz"
 WRITTEN_FILES = ("results.md", "results.csv", "results.json", MAPPINGS_FILE)
-RESULT_FILES = WRITTEN_FILES + ("speed.json", "headline.md", "memory-map.png")
-"""What a ``bench --out`` or ``run --out`` folder holds (each run replaces the whole set)."""
+RESULT_FILES = WRITTEN_FILES + ("speed.json", "headline.md", "memory-map.png", "RESULTS.md")
+"""What a ``bench --out`` or ``run --out`` folder holds (each run replaces the whole set;
+``RESULTS.md`` is the leaderboard's per-scenario page of an entry, which
+``baselines/make_readme.py`` writes again from the new results)."""
 
 
 def load_mappings(folder: str | Path) -> dict[tuple[str, str], dict]:
