@@ -353,9 +353,12 @@ def test_bench_results_replace_the_folder_as_one_set(tmp_path, capsys):
     out.mkdir()
     (out / "mappings.json.gz").write_bytes(gzip.compress(b"{}"))  # an older v1 run's
     (out / "results.md").write_text("old")
-    (out / "RESULTS.md").write_text("old")  # a leaderboard entry's page (make_readme.py writes it again)
+    (out / "RESULTS.md").write_text("page")  # a leaderboard entry's own files: kept as they are
+    (out / "command.txt").write_text("cmd")
     assert _bench(tmp_path, out) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json", "results.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["RESULTS.md", "command.txt", "results.csv", "results.json",
+                                                     "results.md"]
+    assert (out / "RESULTS.md").read_text() == "page" and (out / "command.txt").read_text() == "cmd"
     assert "all-slow" in (out / "results.md").read_text()
     assert not lock_path(out).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left

@@ -364,9 +364,9 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
         raise ValueError("no results to write")
     extra = dict(extra or {})
     for name in extra:
-        if name not in RESULT_FILES or name in WRITTEN_FILES:
+        if name not in RESULT_FILES or name in WRITTEN_FILES or name in KEPT_FILES:
             raise ValueError(f"write_results: extra file {name!r} is not one of "
-                             f"{', '.join(sorted(set(RESULT_FILES) - set(WRITTEN_FILES)))}")
+                             f"{', '.join(sorted(set(RESULT_FILES) - set(WRITTEN_FILES) - set(KEPT_FILES)))}")
     out = check_result_folder(out_dir, RESULT_FILES, flag="folder")
     header = (f"Command: `{command}`\n\n" if command else "") + (f"{note}\n\n" if note else "")
     v1_rows = [r for r in results if r.env == "v1"]
@@ -377,15 +377,18 @@ def write_results(results: Sequence[Result], out_dir: str | Path, *, command: st
     if v1_rows:  # v1 mappings run to megabytes as JSON: one compressed file beside the results
         mappings = {f"{r.scenario}|{r.agent}": r.mapping for r in v1_rows}
         files[MAPPINGS_FILE] = gzip.compress(json.dumps(mappings, separators=(",", ":")).encode(), mtime=0)
-    return replace_folder(out, {**files, **extra})
+    kept = {name: (out / name).read_bytes() for name in KEPT_FILES if (out / name).is_file()}
+    return replace_folder(out, {**kept, **files, **extra})
 
 
 MAPPINGS_FILE = "mappings.json.gz"
 WRITTEN_FILES = ("results.md", "results.csv", "results.json", MAPPINGS_FILE)
-RESULT_FILES = WRITTEN_FILES + ("speed.json", "headline.md", "memory-map.png", "RESULTS.md")
-"""What a ``bench --out`` or ``run --out`` folder holds (each run replaces the whole set;
-``RESULTS.md`` is the leaderboard's per-scenario page of an entry, which
-``baselines/make_readme.py`` writes again from the new results)."""
+KEPT_FILES = ("command.txt", "RESULTS.md")
+"""A leaderboard entry's own files beside its results (the command that made them,
+``baselines/make_readme.py``'s per-scenario page): a new set keeps them as they are."""
+RESULT_FILES = WRITTEN_FILES + ("speed.json", "headline.md", "memory-map.png") + KEPT_FILES
+"""What a ``bench --out`` or ``run --out`` folder holds (each run replaces the whole set, but
+for :data:`KEPT_FILES`)."""
 
 
 def load_mappings(folder: str | Path) -> dict[tuple[str, str], dict]:
