@@ -216,6 +216,7 @@ def training_of(agent: str, command: str | None, models: dict[str, str]) -> str:
     ``command``; the agent is named after the spec, or ``KIND:NAME`` with NAME the model
     folder's name, or ``KIND`` alone."""
     kind, _, rest = agent.partition(":")
+    kind = kind.split(",")[0]   # "muzero-sim,budget_s=2": a spec with options and no model name
     for spec in agent_specs(command):
         skind, _, srest = spec.partition(":")
         if skind != kind or not srest:

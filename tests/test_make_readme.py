@@ -75,6 +75,7 @@ def test_training_of_matches_an_agent_to_its_model():
            " --out x")
     assert mr.training_of("maskable_ppo:model", cmd, models) == "10 min"
     assert mr.training_of("muzero-sim", cmd, models) == "60 min"
+    assert mr.training_of("muzero-sim,budget_s=2", cmd, models) == "60 min"
     assert mr.training_of("xla", cmd, models) == ""
     assert mr.training_of("maskable_ppo:other", cmd, models) == ""
     assert mr.training_of("muzero-sim", None, models) == ""
