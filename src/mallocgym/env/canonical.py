@@ -19,7 +19,7 @@ from numba import njit
 
 from .. import sim
 from ..features import v0 as features
-from ..features.v0 import NEXT_FEATURES, _unit, next_row, paint
+from ..features.v0 import NEXT_FEATURES, _unit, buffer_row, next_row, paint
 from ..render import ascii_map
 from ..sim import canonical as canon
 from ..sim import CAPACITY, COMPUTE_BOUND, PLACED, PLACED_BYTES, TIME, TIME_ALL_SLOW
@@ -77,7 +77,6 @@ def observe(st, state, cs, rank, norm, scratch, cand, image, obs, k):
         obs.action_mask[k + i] = 1
     if shown > 0:  # the "buffer" row: candidate 0, the buffer at the lowest free offset
         b = cand[0]
-        size = st.size[b]
         n_gaps = sim.free_gaps(st, state, st.start[b], st.end[b], scratch.ids, scratch.gap_lo, scratch.gap_hi)
         max_gap = 0
         free = 0
@@ -86,19 +85,7 @@ def observe(st, state, cs, rank, norm, scratch, cand, image, obs, k):
             free += length
             if length > max_gap:
                 max_gap = length
-        f = obs.buffer
-        f[0] = _unit(size / cap_f)
-        f[1] = _unit(np.log2(size + 1.0) / np.log2(cap_f + 1.0))
-        f[2] = _unit(st.start[b] / t_f)
-        f[3] = _unit((st.end[b] + 1) / t_f)
-        f[4] = _unit((st.end[b] - st.start[b] + 1) / t_f)
-        f[5] = obs.candidates[0, 6]
-        f[6] = _unit(st.benefit[b] / norm.scale[0])
-        f[7] = _unit(norm.boundedness[b] / norm.scale[1])
-        f[8] = _unit(norm.n_accesses[b] / norm.scale[2])
-        f[9] = _unit(max_gap / cap_f)
-        f[10] = _unit(free / cap_f)
-        f[11] = _unit(count / k)
+        buffer_row(obs.buffer, st, norm, b, cap_f, t_f, obs.candidates[0, 6], max_gap, free, count / k)
         first = np.zeros(1, np.int64)
         t_bins = obs.memory.shape[2]
         frac = np.zeros(t_bins, np.float64)

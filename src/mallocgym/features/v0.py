@@ -111,6 +111,26 @@ def next_row(row, st, norm, q, cap_f, t_f):
 
 
 @njit(cache=True)
+def buffer_row(f, st, norm, b, cap_f, t_f, benefit_now, max_gap, free, filled):
+    """Fill the ``"buffer"`` row (:data:`BUFFER_FEATURES`) for buffer ``b``: ``benefit_now`` is
+    its marginal benefit already scaled, ``max_gap`` and ``free`` the free bytes over its live
+    range, ``filled`` the share of the candidate rows in use."""
+    size = st.size[b]
+    f[0] = _unit(size / cap_f)
+    f[1] = _unit(np.log2(size + 1.0) / np.log2(cap_f + 1.0))
+    f[2] = _unit(st.start[b] / t_f)
+    f[3] = _unit((st.end[b] + 1) / t_f)
+    f[4] = _unit((st.end[b] - st.start[b] + 1) / t_f)
+    f[5] = benefit_now
+    f[6] = _unit(st.benefit[b] / norm.scale[0])
+    f[7] = _unit(norm.boundedness[b] / norm.scale[1])
+    f[8] = _unit(norm.n_accesses[b] / norm.scale[2])
+    f[9] = _unit(max_gap / cap_f)
+    f[10] = _unit(free / cap_f)
+    f[11] = _unit(filled)
+
+
+@njit(cache=True)
 def _bin_overlap(lo, hi, n_bins, total, out_first, out_frac):
     """Fractions of ``[lo, hi)`` (in units out of ``total``) covering each of ``n_bins`` equal
     bins; writes the first bin index and the per-bin fractions, returns the bin count."""
@@ -182,19 +202,8 @@ def observe(st, state, norm, scratch, image, obs, k):
         count, max_gap, free = sim.find_candidates(st, state, b, k, scratch.ids, scratch.gap_lo,
                                                    scratch.gap_hi, scratch.cand_off, scratch.cand_lo,
                                                    scratch.cand_hi)
-        f = obs.buffer
-        f[0] = _unit(size / cap_f)
-        f[1] = _unit(np.log2(size + 1.0) / np.log2(cap_f + 1.0))
-        f[2] = _unit(st.start[b] / t_f)
-        f[3] = _unit((st.end[b] + 1) / t_f)
-        f[4] = _unit((st.end[b] - st.start[b] + 1) / t_f)
-        f[5] = _unit(sim.marginal_benefit(st, state, b) / norm.scale[0])
-        f[6] = _unit(st.benefit[b] / norm.scale[0])
-        f[7] = _unit(norm.boundedness[b] / norm.scale[1])
-        f[8] = _unit(norm.n_accesses[b] / norm.scale[2])
-        f[9] = _unit(max_gap / cap_f)
-        f[10] = _unit(free / cap_f)
-        f[11] = count / k
+        buffer_row(obs.buffer, st, norm, b, cap_f, t_f, _unit(sim.marginal_benefit(st, state, b) / norm.scale[0]),
+                   max_gap, free, count / k)
         for i in range(count):
             off = scratch.cand_off[i]
             glo, ghi = scratch.cand_lo[i], scratch.cand_hi[i]
