@@ -47,8 +47,8 @@ from .replay import GameRecord, Replay, obs_arrays
 from .simsearch import SimulatorSearch
 from .v1 import label_game_v1
 
-__all__ = ["POSITIVE_RESIDUAL", "position_weight", "ExpertReplay", "ExpertLearner", "ExpertActor", "ExpertGame",
-           "expert_loss", "TrajectoryReplay", "dynamics_loss", "AdvantageModel"]
+__all__ = ["POSITIVE_RESIDUAL", "position_weight", "is_heldout", "ExpertReplay", "ExpertLearner", "ExpertActor",
+           "ExpertGame", "expert_loss", "TrajectoryReplay", "dynamics_loss", "AdvantageModel"]
 
 # a residual above this (network.residual_scale units; 1e-6 of the program time at the default
 # scale) counts as positive: the search found a strictly better completion below the position
@@ -370,6 +370,12 @@ class ExpertGame:
     trajectory: object = None   # a labelled game's played trajectory (.labels.LabelledTrajectory) when kept
 
 
+def is_heldout(game: int, fraction: float) -> bool:
+    """Whether game ``game`` (from 0) is held out at ``train.heldout_fraction = fraction``:
+    ``floor((game + 1) f) > floor(game f)``, every ``1 / f``-th game."""
+    return math.floor((game + 1) * fraction) > math.floor(game * fraction)
+
+
 class ExpertActor:
     """Plays games of the simulator search one move at a time, harvesting training positions.
 
@@ -397,8 +403,7 @@ class ExpertActor:
         """Begin a new game."""
         self.scenario, _ = self.source.sample(self.rng)
         t = self.config.train
-        f, i = t.heldout_fraction, self.games_started
-        self.heldout = math.floor((i + 1) * f) > math.floor(i * f)
+        self.heldout = is_heldout(self.games_started, t.heldout_fraction)
         self.games_started += 1
         self.positions = 0
         # drawn only when labelled games are on, so that runs without them draw as before

@@ -6,15 +6,14 @@ completion. Its cost is those completions, so labels scale with cores: ``N`` wor
 play labelled games while the trainer's process learns from what they return.
 
 Game ``i`` draws its scenario, env seed, labelled positions and exploring moves from its own
-generator, ``default_rng([seed, i])``, and is held out on the same rule as
-:class:`.expert.ExpertActor`'s (every ``1 / train.heldout_fraction``-th game). Games come back
+generator, ``default_rng([seed, i])``, and is held out on
+:class:`.expert.ExpertActor`'s rule (:func:`.expert.is_heldout`). Games come back
 in the order they were started (the learner sees the same games in the same order whatever the
 workers' speeds; only the wall-clock budget decides how many).
 """
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 from collections import deque
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from ...scenarios import Scenario
 from .config import MuZeroConfig
-from .expert import ExpertGame
+from .expert import ExpertGame, is_heldout
 
 __all__ = ["LabelWorkers"]
 
@@ -76,10 +75,6 @@ class LabelWorkers:
                                  initargs=(config.to_dict(), list(scenarios), use_generator))
         self.pending: deque = deque()
 
-    def _heldout(self, index: int) -> bool:
-        f = self.config.train.heldout_fraction
-        return math.floor((index + 1) * f) > math.floor(index * f)
-
     def _fill(self) -> None:
         while len(self.pending) < 2 * self.workers:
             index = self.games_started
@@ -96,7 +91,7 @@ class LabelWorkers:
             return [], False, None
         self.pending.popleft()
         name, records, ret, xla_return = result.get()
-        heldout = self._heldout(index)
+        heldout = is_heldout(index, self.config.train.heldout_fraction)
         self._fill()
         return records, heldout, ExpertGame(name, len(records), ret, xla_return, heldout)
 
