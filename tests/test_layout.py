@@ -27,14 +27,13 @@ PACKAGE = "mallocgym"
 # Layers, lowest first (DESIGN.md section 4): a module may import its own layer or a lower one.
 # A module's layer is that of the longest prefix listed here; every module must have one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("mallocgym._",),  # private helpers (_files, _validate, _jit, _ray, ...): the bottom
+    ("mallocgym._", "mallocgym.scoreboard"),  # private helpers (_files, _validate, ...), geomeans: the bottom
     ("mallocgym.workloads", "mallocgym.hardware", "mallocgym.scenarios"),
     ("mallocgym.sim", "mallocgym.features", "mallocgym.pricing"),
     ("mallocgym.heuristics",),
     ("mallocgym.env", "mallocgym.vector", "mallocgym.render"),
     ("mallocgym.agents",),
-    ("mallocgym.harness", "mallocgym.speed", "mallocgym.show", "mallocgym.plot", "mallocgym.scoreboard",
-     "mallocgym.headline"),
+    ("mallocgym.harness", "mallocgym.speed", "mallocgym.show", "mallocgym.plot", "mallocgym.headline"),
     ("mallocgym.cli", "mallocgym"),  # the command line, and the package's public face (__init__)
 )
 

@@ -1,6 +1,7 @@
 """How results are summed up against a baseline: the geometric mean of speedups, and wins, ties
-and losses scenario by scenario. The headline run (``mallocgym run``) and the leaderboard
-(``baselines/make_readme.py``) both count with these, so the two never disagree.
+and losses scenario by scenario. The headline run (``mallocgym run``), the leaderboard
+(``baselines/make_readme.py``) and the SB3 trainer's checkpoint choice all count with these, so
+they never disagree.
 
 A tie is a speedup within :data:`TIE_RTOL` (relative) of the baseline's: a search that
 completes with the baseline and finds nothing better returns the baseline's own plan, whose time
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import math
 from typing import Iterable
+
+import numpy as np
 
 __all__ = ["TIE_RTOL", "geomean", "outcome", "tally", "XLA_BASELINE"]
 
@@ -27,7 +30,7 @@ def geomean(values: Iterable[float]) -> float:
     bad = [v for v in values if not (math.isfinite(v) and v > 0)]
     if bad:
         raise ValueError(f"geomean takes positive finite numbers, got {bad[0]!r}")
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return float(np.exp(np.log(values).mean()))
 
 
 def outcome(speedup: float, base: float, rtol: float = TIE_RTOL) -> str:

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...scenarios import Scenario
+from ...scoreboard import geomean
 from .config import EnvConfig
 
 __all__ = ["Evaluator", "EvalResult", "validation_scenarios", "geomean", "finished_at_reset", "VALIDATION_PRESET",
@@ -51,14 +52,6 @@ def finished_at_reset(env) -> bool:
     """Whether ``env``'s episode ended at ``reset()``: MallocGame-v1 plays forced positions
     (only ``SLOW`` legal) itself, so a program whose every use is forced has no decision."""
     return getattr(env, "current_segment", 0) < 0
-
-
-def geomean(values: Sequence[float]) -> float:
-    """The geometric mean of positive numbers (speedups)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0 or not (values > 0).all():
-        raise ValueError(f"geomean needs positive numbers, got {values.tolist()!r}")
-    return float(np.exp(np.log(values).mean()))
 
 
 @dataclass(frozen=True)
