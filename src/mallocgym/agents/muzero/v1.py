@@ -228,7 +228,6 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
     deadline_ns = NO_DEADLINE if deadline is None else deadline_after(max(0.0, deadline - clock()))
     scorer = None if gate is None else Completions(st, deadline_ns)
     start_time = scorer.complete(env.sim_state) if scorer is not None else None
-    current = start_time   # the completion of the game so far finished by xla-msa
     done = env.current_segment < 0
     decisions = departures = searched = 0
     out_of_time = False
@@ -253,6 +252,8 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                     moves = np.flatnonzero(others)
                     if top > 0:   # the network's order: the highest predicted advantages first
                         moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:top]]
+                    # the game so far finished by xla-msa: the best completion seen (sequential consistency)
+                    current = scorer.best_time
                     times = scorer.scores(env.sim_state, moves)
                     searched += 1
                     if scorer.gave_up:   # a completion stopped at the deadline: the rest is xla-msa's
@@ -260,7 +261,6 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
                         break
                     if times.min() < current:
                         action = int(np.argmin(times))
-                        current = float(times[action])
             departures += int(action != base)
         obs, _, done, _, info = env.step(action)
     details = {"mode": "policy" if gate is None else "simulator", "game": "v1", "decisions": decisions,
