@@ -75,22 +75,13 @@ def time_plan(sc) -> tuple[float, dict]:
     return time.perf_counter() - begin, sol.info
 
 
-def time_complete(sc) -> tuple[float, int]:
-    """Seconds of ``complete_msa`` from the halfway state and the real decisions it made."""
-    from mallocgym.heuristics.v1 import complete_msa, new_game
-    from mallocgym.features.v1 import advance_forced, play
-    from mallocgym.sim import v1
+def time_complete(sc, repeats: int = 1) -> tuple[float, int]:
+    """Seconds of ``complete_msa`` from the halfway state (best of ``repeats``) and the real
+    decisions it made: ``mallocgym.speed.completion_seconds_per_decision``, as ``bench --speed``."""
+    from mallocgym.speed import completion_seconds_per_decision
 
-    st, state, table, _ = new_game(sc)
-    n = st.seg_use.shape[0]
-    s = advance_forced(st, state, table)
-    while s >= 0 and state.counters[v1.POS] < n // 2:
-        a = table.msa_action[0]
-        s = play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
-    chosen = int(state.counters[v1.CHOSEN])
-    begin = time.perf_counter()
-    complete_msa(st, state, table)
-    return time.perf_counter() - begin, int(state.counters[v1.CHOSEN]) - chosen
+    per_decision, decisions, _ = completion_seconds_per_decision(sc, repeats)
+    return per_decision * max(decisions, 1), decisions
 
 
 def time_steps(sc, env_id: str, max_steps: int | None = None) -> tuple[float, int]:
@@ -143,8 +134,7 @@ def main(argv=None) -> None:
                 t = min(x[0] for x in ts)
                 print(f"{head}  plan {t:8.3f} s  {ts[0][1]}", flush=True)
             if "complete" in what:
-                ts = [time_complete(sc) for _ in range(args.repeats)]
-                t, d = min(ts)
+                t, d = time_complete(sc, args.repeats)
                 print(f"{head}  complete-from-half {t:8.3f} s  {d} decisions  {1e6 * t / max(d, 1):8.1f} us/decision",
                       flush=True)
             if "step" in what:
