@@ -210,6 +210,52 @@ def test_top_moves_score_the_networks_best_moves_only():
         play_v1(SCENARIO, V1, None, gate=-1.0, top=1)
 
 
+def _replay_scores(scenario, solution_actions):
+    """Every subset move's xla-msa completion at every position of a game given by its env actions."""
+    env = make_env(scenario, V1).unwrapped
+    obs, _ = env.reset(seed=0)
+    scorer = Completions(env.static)
+    out = []
+    for action in solution_actions:
+        legal = branch_mask(obs["action_mask"], env.msa_action(), env.k)
+        if legal.sum() >= 2:
+            out.append(scorer.scores(env.sim_state, np.flatnonzero(legal)).min())
+        obs, *_ = env.step(action)
+    return out
+
+
+@pytest.mark.parametrize("order", ["best", "worst"])
+def test_passes_use_the_time_left_and_end_at_a_fixed_point(order, monkeypatch):
+    """With time left the search goes on in passes from its best game; given all the time it
+    needs it stops at a game no single move of the subset improves (each finished by xla-msa)."""
+    adv = _oracle if order == "best" else (lambda *a: -_oracle(*a))
+    one = play_v1(SCENARIO, V1, adv, gate=-1.0, top=1)
+    assert "passes" in one.info and one.info["passes"] == 1     # no deadline: one pass
+    # record the env actions of every pass (each pass starts with a reset)
+    env_cls, games = type(make_env(SCENARIO, V1).unwrapped), []
+    real_reset, real_step = env_cls.reset, env_cls.step
+
+    def reset(self, **kwargs):
+        games.append([])
+        return real_reset(self, **kwargs)
+
+    def step(self, action):
+        games[-1].append(int(action))
+        return real_step(self, action)
+
+    monkeypatch.setattr(env_cls, "reset", reset)
+    monkeypatch.setattr(env_cls, "step", step)
+    many = play_v1(SCENARIO, V1, adv, gate=-1.0, top=1, deadline=1e9, clock=lambda: 0.0)
+    monkeypatch.undo()
+    assert many.info["passes"] == len(games) >= 2 and not many.info["budget_exhausted"]
+    assert _time(SCENARIO, many) <= _time(SCENARIO, one) * (1 + 1e-12)
+    assert not many.info.get("returned_best_seen")
+    final = _time(SCENARIO, many)
+    # the last pass replays the best game: no move of the subset at any of its positions beats it
+    best_alternatives = _replay_scores(SCENARIO, games[-1])
+    assert best_alternatives and min(best_alternatives) >= final * (1 - 1e-12)
+
+
 # ------------------------------------------------------------------ checkpoints, agents, refusals
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):

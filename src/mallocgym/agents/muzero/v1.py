@@ -202,7 +202,7 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
     - ``gate is None``, the policy alone: ``advantage_fn`` is read and :func:`.labels.policy_move`
       leaves xla-msa's move only where the best other move's advantage exceeds it by more than
       ``margin``;
-    - ``gate`` given, the gated search: where the predicted gain
+    - ``gate`` given, the gated search (:func:`_search`): where the predicted gain
       (:func:`.labels.predicted_gain` over xla-msa's move) exceeds ``gate`` (a negative gate:
       everywhere, and ``advantage_fn`` may be None), the moves of the subset other than
       xla-msa's are scored exactly (:class:`Completions`, the rollout step; with ``top > 0``
@@ -210,7 +210,8 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
       is played where it beats the current game's own completion (xla-msa's move's, known
       without a completion: playing a scored move then xla-msa reproduces its completion),
       else xla-msa's move. So the game ends at the best completion seen, never worse than
-      xla-msa's from the start (checked; the best is returned).
+      xla-msa's from the start (checked; the best is returned). With a ``deadline`` the search
+      then uses the time left in further passes (:func:`_search`).
 
     Once ``clock() >= deadline`` (or a completion of the search stops at it) the rest is
     xla-msa's, with no step through the env: the search returns the best completion seen (the
@@ -223,13 +224,18 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
         raise ValueError("the policy, a gate >= 0 and top > 0 read an advantage_fn")
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
+    if gate is None:
+        return _policy(scenario, env, advantage_fn, margin, seed, deadline, clock)
+    return _search(scenario, env, advantage_fn, gate, top, seed, deadline, clock)
+
+
+def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, seed: int, deadline: float | None,
+            clock: Callable[[], float]) -> Solution:
+    """The policy alone (:func:`play_v1`): one network call per decision."""
     obs, info = env.reset(seed=seed)
     st = env.static
-    deadline_ns = NO_DEADLINE if deadline is None else deadline_after(max(0.0, deadline - clock()))
-    scorer = None if gate is None else Completions(st, deadline_ns)
-    start_time = scorer.complete(env.sim_state) if scorer is not None else None
     done = env.current_segment < 0
-    decisions = departures = searched = 0
+    decisions = departures = 0
     out_of_time = False
     while not done:
         base = env.msa_action()
@@ -239,49 +245,107 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
             if deadline is not None and clock() >= deadline:
                 out_of_time = True   # the rest is xla-msa's: one completion below, no step through the env
                 break
-            if gate is None:
-                action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
-                decisions += 1
-            else:
-                advantage = None if gate < 0 and top == 0 else advantage_fn(env, obs, legal, base)
-                gain = np.inf if gate < 0 else predicted_gain(advantage, legal, base)[0]
-                decisions += 1
-                if gain > gate:
-                    others = legal.copy()
-                    others[base] = False
-                    moves = np.flatnonzero(others)
-                    if top > 0:   # the network's order: the highest predicted advantages first
-                        moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:top]]
-                    # the game so far finished by xla-msa: the best completion seen (sequential consistency)
-                    current = scorer.best_time
-                    times = scorer.scores(env.sim_state, moves)
-                    searched += 1
-                    if scorer.gave_up:   # a completion stopped at the deadline: the rest is xla-msa's
-                        out_of_time = True
-                        break
-                    if times.min() < current:
-                        action = int(np.argmin(times))
+            action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
+            decisions += 1
             departures += int(action != base)
         obs, _, done, _, info = env.step(action)
-    details = {"mode": "policy" if gate is None else "simulator", "game": "v1", "decisions": decisions,
-               "searched_moves": decisions if gate is None else searched, "departures": departures}
+    details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions,
+               "departures": departures}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
-    if out_of_time and scorer is not None:
-        # the game so far finished by xla-msa is the best completion seen (sequential consistency)
-        finished = scorer.best_state
-        mapping = mapping_from_state(scenario.workload, st, finished)
-    elif out_of_time:
+    if out_of_time:
         finished = v1.copy_state(env.sim_state)
         complete_msa(st, finished, v1_obs.make_table(st))
-        mapping = mapping_from_state(scenario.workload, st, finished)
-    else:
-        finished = env.sim_state
-        mapping = env.mapping()
-    if scorer is not None:
-        details.update(completions=scorer.count, start_time=start_time, kept_xla=scorer.best_time >= start_time)
-        final = float(finished.totals[v1.TIME])
-        if scorer.best_time < final * (1 - 1e-12):  # not expected: xla-msa is sequentially consistent
-            details["returned_best_seen"] = True
-            mapping = mapping_from_state(scenario.workload, st, scorer.best_state)
+        return Solution(None, info=details, mapping=mapping_from_state(scenario.workload, st, finished))
+    return Solution(None, info=details, mapping=env.mapping())
+
+
+def _search(scenario: Scenario, env, advantage_fn: AdvantageFn | None, gate: float, top: int, seed: int,
+            deadline: float | None, clock: Callable[[], float]) -> Solution:
+    """The gated search of :func:`play_v1`, in passes when it has a ``deadline``.
+
+    Pass 1 is the gated, ``top``-move search of :func:`play_v1`'s docstring. Its game is the best
+    complete game found (the *incumbent*, its env actions recorded). While time is left, pass
+    ``p >= 2`` replays the incumbent from the start with no gate and the network's ``top * 2**(p-1)``
+    best moves (every move when ``top == 0``): at each position it scores, by completion, those
+    of them not yet scored at that same position (on the incumbent, every move scored there in an
+    earlier pass is known to be no better), and the first move that beats the incumbent's time
+    replaces it; from there on the pass is pass 1's rollout step after xla-msa's moves. The
+    passes stop at the deadline, or after a pass that had every move of every position scored and
+    found nothing better (the incumbent is then a fixed point of the rollout step). Without a
+    deadline there is one pass. The best completion seen is returned: never worse than pass 1's."""
+    st = env.static
+    deadline_ns = NO_DEADLINE if deadline is None else deadline_after(max(0.0, deadline - clock()))
+    scorer = Completions(st, deadline_ns)
+    incumbent: list[int] | None = None      # env actions of the best game, one per step
+    known: list[set[int]] = []             # per step of the incumbent: moves scored there, none better
+    decisions = departures = searched = passes = 0
+    start_time = out_of_time = None
+    while True:
+        passes += 1
+        width = 0 if top == 0 else top * 2 ** (passes - 1)
+        pass_gate = gate if passes == 1 else -math.inf
+        obs, info = env.reset(seed=seed)
+        if start_time is None:
+            start_time = scorer.complete(env.sim_state)
+        played: list[int] = []
+        scored: list[set[int]] = []
+        following = incumbent is not None    # on the incumbent's moves until a move beats it
+        improved, exhaustive, out_of_time = False, True, False
+        done = env.current_segment < 0
+        while not done:
+            i = len(played)
+            base = env.msa_action()
+            own = incumbent[i] if following else base    # the move whose completion is the best seen
+            legal = branch_mask(obs["action_mask"], base, env.k)
+            tried = set(known[i]) if following else set()
+            action = own
+            if legal.sum() >= 2:
+                if deadline is not None and clock() >= deadline:
+                    out_of_time = True
+                    break
+                advantage = None if pass_gate < 0 and width == 0 else advantage_fn(env, obs, legal, base)
+                gain = math.inf if pass_gate < 0 else predicted_gain(advantage, legal, base)[0]
+                decisions += int(passes == 1)
+                others = legal.copy()
+                others[own] = False
+                if gain > pass_gate:
+                    moves = np.flatnonzero(others)
+                    if width > 0:   # the network's order: the highest predicted advantages first
+                        moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:width]]
+                    moves = np.array([a for a in moves if a not in tried], np.int64)
+                    if moves.size:
+                        current = scorer.best_time   # the incumbent's (sequential consistency)
+                        times = scorer.scores(env.sim_state, moves)
+                        searched += 1
+                        if scorer.gave_up:   # a completion stopped at the deadline
+                            out_of_time = True
+                            break
+                        tried.update(int(a) for a in moves)
+                        if times.min() < current:
+                            action = int(np.argmin(times))
+                            tried.add(own)
+                            following, improved = False, True
+                exhaustive &= all(int(a) in tried for a in np.flatnonzero(others) if a != action)
+                departures += int(passes == 1 and action != base)
+            played.append(action)
+            scored.append(tried)
+            obs, _, done, _, info = env.step(action)
+        if out_of_time:
+            break
+        incumbent, known = played, scored
+        if deadline is None or (not improved and exhaustive):
+            break
+    details = {"mode": "simulator", "game": "v1", "decisions": decisions, "searched_moves": searched,
+               "departures": departures, "passes": passes, "completions": scorer.count, "start_time": start_time,
+               "kept_xla": scorer.best_time >= start_time}
+    if deadline is not None:
+        details["budget_exhausted"] = bool(out_of_time)
+    if out_of_time:
+        # the game so far finished by its incumbent's moves is the best completion seen
+        return Solution(None, info=details, mapping=mapping_from_state(scenario.workload, st, scorer.best_state))
+    mapping = env.mapping()
+    if scorer.best_time < float(env.sim_state.totals[v1.TIME]) * (1 - 1e-12):   # not expected
+        details["returned_best_seen"] = True
+        mapping = mapping_from_state(scenario.workload, st, scorer.best_state)
     return Solution(None, info=details, mapping=mapping)
