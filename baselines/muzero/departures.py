@@ -17,7 +17,7 @@ import sys
 
 from mallocgym import evaluate
 from mallocgym.agents import make_agent
-from mallocgym.agents.muzero.mcts import xla_move
+from mallocgym.agents.muzero.model import xla_move
 from mallocgym.agents.search import CompletionScorer
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import resolve
