@@ -90,8 +90,8 @@ def test_bad_csv_through_the_console_script(tmp_path):
 def test_bench_agent_list_keeps_agent_options_together():
     from mallocgym.cli import split_agents
 
-    assert split_agents("xla, muzero:runs/a,sims=64,span=1 ,mcts,rollout:levels=2") == [
-        "xla", "muzero:runs/a,sims=64,span=1", "mcts", "rollout:levels=2"]
+    assert split_agents("xla, muzero-sim:runs/a,sims=64,gate=0 ,mcts,rollout:levels=2") == [
+        "xla", "muzero-sim:runs/a,sims=64,gate=0", "mcts", "rollout:levels=2"]
     with pytest.raises(ValueError, match="sims=4"):
         split_agents("sims=4,xla")
 

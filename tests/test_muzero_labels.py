@@ -15,7 +15,7 @@ from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.expert import ExpertActor
 from mallocgym.agents.muzero.labels import label_decision, label_game, label_targets, policy_move, predicted_gain
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
-from mallocgym.agents.muzero.selfplay import ScenarioSource
+from mallocgym.agents.muzero.source import ScenarioSource
 from mallocgym.agents.muzero.simsearch import SimulatorSearch
 from mallocgym.pricing.v0 import evaluate
 
@@ -190,7 +190,7 @@ def test_positions_the_gate_passed_are_searched_from_their_own_completion():
 
 
 def test_the_gate_needs_a_version_2_network(trap_scenario):
-    config = MuZeroConfig().with_overrides(["simulator.gate=0.5"])
+    config = MuZeroConfig().with_overrides(["simulator.gate=0.5", "network.version=1"])
     env = make_env(trap_scenario, config)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="version-2"):
@@ -216,7 +216,7 @@ def test_policy_agent_departs_only_above_its_margin(trap_scenario, tmp_path):
     with pytest.raises(ValueError, match="gate= applies to muzero-sim"):
         make_agent(f"muzero-pol:{tmp_path / 'v2'},gate=1")
     v1 = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidden=16",
-                                        "network.memory_hidden=8"])
+                                        "network.memory_hidden=8", "network.version=1"])
     save_checkpoint(tmp_path / "v1", net=MuZeroNet(net.spec, v1.network), config=v1, progress={})
     with pytest.raises(ValueError, match="version-2"):
         make_agent(f"muzero-pol:{tmp_path / 'v1'}")

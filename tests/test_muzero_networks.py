@@ -33,8 +33,8 @@ def test_shapes(net):
     out = net.initial_inference(obs_to_tensors(batch()))
     assert out.latent.shape == (3, 32) and out.cands.shape == (3, 4, 16)
     assert out.policy_logits.shape == (3, 5) and out.value_logits.shape == (3, 11)
-    step = net.recurrent_inference(out.latent, out.cands, torch.tensor([0, 4, 2]))
-    assert step.reward_logits.shape == (3, 7) and step.cands.shape == (3, 4, 16)
+    logits, residual, advantage = net.expert(obs_to_tensors(batch()))
+    assert logits.shape == (3, 5) and residual.shape == (3,) and advantage.shape == (3, 5)
 
 
 def test_policy_is_equivariant_to_candidate_order(net):
@@ -47,16 +47,16 @@ def test_policy_is_equivariant_to_candidate_order(net):
     torch.testing.assert_close(b.policy_logits[:, :4], a.policy_logits[:, perm])
     torch.testing.assert_close(b.policy_logits[:, 4], a.policy_logits[:, 4])   # skip
     torch.testing.assert_close(b.value_logits, a.value_logits)
-    # the dynamics embeds an action as its candidate: same choice, same next latent
-    na = net.recurrent_inference(a.latent, a.cands, torch.tensor([2, 2, 2]))
-    nb = net.recurrent_inference(b.latent, b.cands, torch.tensor([0, 0, 0]))   # perm[0] == 2
-    torch.testing.assert_close(nb.latent, na.latent)
-    torch.testing.assert_close(nb.reward_logits, na.reward_logits)
+    # the advantage head is pointer-style too: it permutes with the candidates
+    _, res_a, adv_a = net.expert(obs_to_tensors(obs))
+    _, res_b, adv_b = net.expert(obs_to_tensors(shuffled))
+    torch.testing.assert_close(adv_b[:, :4], adv_a[:, perm])
+    torch.testing.assert_close(res_b, res_a)
 
 
-def test_actions_are_embedded_from_their_candidate(net):
-    out = net.initial_inference(obs_to_tensors(batch()))
-    nxt = [net.recurrent_inference(out.latent, out.cands, torch.full((3,), a)).latent for a in range(5)]
-    for a in range(5):
-        for b in range(a + 1, 5):
-            assert not torch.allclose(nxt[a][1], nxt[b][1])
+def test_a_version_1_network_has_no_version_2_heads():
+    torch.manual_seed(0)
+    v1 = MuZeroNet(SPEC, NetworkConfig(hidden=32, candidate_hidden=16, memory_hidden=8, version=1)).eval()
+    with pytest.raises(ValueError, match="no residual and advantage heads"):
+        v1.expert(obs_to_tensors(batch()))
+    assert not any(name.startswith(("residual_head", "advantage_")) for name in v1.state_dict())

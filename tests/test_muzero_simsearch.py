@@ -12,7 +12,7 @@ import mallocgym.agents.muzero.agent as agent_module
 from mallocgym import sim
 from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.config import MuZeroConfig, SimulatorConfig
-from mallocgym.agents.muzero.mcts import NetworkModel
+from mallocgym.agents.muzero.model import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.simsearch import SimulatorSearch, bounded_logits
 from mallocgym.pricing.v0 import evaluate
@@ -22,8 +22,9 @@ from conftest import FakeClock, mlp_scenario
 
 torch.set_num_threads(1)
 
+# a version-1 network (MuZero's heads, as the published baselines/muzero/checkpoint), small
 SMALL = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidden=16",
-                                       "network.memory_hidden=8", "search.eval_simulations=8"])
+                                       "network.memory_hidden=8", "network.version=1"])
 ZERO_PRIOR = SMALL.with_overrides(["simulator.max_logit_lead=0.0"])
 HALF = Fraction(1, 2)
 
@@ -163,20 +164,21 @@ def test_simulator_budget_stops_within_one_expansion(budget, monkeypatch):
     evaluate(scenario.workload, solution.offsets, scenario.hardware)     # a valid mapping
 
 
-def test_learned_budget_plays_xla_like_once_spent(monkeypatch):
-    """Each learned search takes 0.01 fake s; a 0.035 s budget allows four (the clock is read
+def test_policy_budget_plays_xla_like_once_spent(monkeypatch):
+    """Each policy decision takes 0.01 fake s; a 0.035 s budget allows four (the clock is read
     before each: 0, 0.01, 0.02, 0.03), then every move is XLA-like's."""
     scenario = mlp_scenario(4)
+    v2 = SMALL.with_overrides(["network.version=2"])
 
     def agent_on(clock):
-        real = agent_module.play
+        real = agent_module.policy_move
 
-        def slow_play(*args, **kwargs):
+        def slow_policy(*args, **kwargs):
             clock.now += 0.01
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(agent_module, "play", slow_play)
-        return MuZeroAgent(fresh_net(scenario), SMALL, budget_s=0.035, clock=clock)
+        monkeypatch.setattr(agent_module, "policy_move", slow_policy)
+        return MuZeroAgent(fresh_net(scenario, v2), v2, mode="policy", budget_s=0.035, clock=clock)
 
     clock = FakeClock()
     solution = agent_on(clock).solve(scenario)

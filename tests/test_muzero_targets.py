@@ -15,7 +15,7 @@ from mallocgym.agents.muzero.agent import MuZeroAgent, make_env
 from mallocgym.agents.muzero.checkpoint import load_network
 from mallocgym.agents.muzero.config import MuZeroConfig
 from mallocgym.agents.muzero.expert import (ExpertLearner, ExpertReplay, expert_loss, position_weight)
-from mallocgym.agents.muzero.mcts import NetworkModel
+from mallocgym.agents.muzero.model import NetworkModel
 from mallocgym.agents.muzero.networks import MuZeroNet, ObsSpec
 from mallocgym.agents.muzero.simsearch import ExpertRecord, SimulatorSearch, expert_targets, improved_policy
 from mallocgym.agents.muzero.train import train
@@ -26,8 +26,9 @@ from conftest import mlp_scenario
 
 torch.set_num_threads(1)
 
+# expert iteration on the simulator search's own games (train.label_fraction = 0)
 V2 = MuZeroConfig().with_overrides(["network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8",
-                                    "network.version=2"])
+                                    "network.version=2", "train.label_fraction=0"])
 RS = V2.network.residual_scale
 HALF = Fraction(1, 2)
 
@@ -263,7 +264,7 @@ def test_expert_learner_fits_harvested_positions():
 def test_version_2_config_rules():
     with pytest.raises(ValueError, match="network.version must be one of"):
         MuZeroConfig().with_overrides(["network.version=3"])
-    with pytest.raises(ValueError, match="teacher_fraction"):
+    with pytest.raises(ValueError, match="train.teacher_fraction=0.5.*the field was removed .*version-1 trainer"):
         V2.with_overrides(["train.teacher_fraction=0.5"])
     with pytest.raises(ValueError, match="value_mix must be 1"):
         V2.with_overrides(["simulator.value_mix=0.5"])
@@ -271,12 +272,13 @@ def test_version_2_config_rules():
         V2.with_overrides(["train.generator_buffers=900,100"])
     with pytest.raises(ValueError, match="generator_buffers"):
         V2.with_overrides(["train.generator_buffers=abc"])
-    assert MuZeroConfig().network.version == 1      # the published checkpoints' meaning
+    assert MuZeroConfig().network.version == 2      # issue 31: the only version trained
     scenario = mlp_scenario(4)
     with pytest.raises(ValueError, match="muzero-sim"):
         MuZeroAgent(fresh_net(scenario), V2, mode="learned")
+    v1 = MuZeroConfig().with_overrides(["network.version=1"])
     with pytest.raises(ValueError, match="network.version 1"):
-        MuZeroNet(ObsSpec.from_env(make_env(scenario, V2)), MuZeroConfig().network).expert({})
+        MuZeroNet(ObsSpec.from_env(make_env(scenario, V2)), v1.network).expert({})
 
 
 def test_version_2_training_run_logs_and_plays(tmp_path):

@@ -306,7 +306,7 @@ def test_v1_checkpoint_records_its_game_and_plays_v1_only(checkpoints):
 
 def test_v1_training_needs_labelled_version_2(tmp_path):
     with pytest.raises(ValueError, match="network.version=2 and train.label_fraction=1"):
-        MuZeroConfig().with_overrides(["env.game=v1"])
+        MuZeroConfig().with_overrides(["env.game=v1", "network.version=1"])
     with pytest.raises(ValueError, match="network.version=2 and train.label_fraction=1"):
         MuZeroConfig().with_overrides(["env.game=v1", "network.version=2", "train.label_fraction=0.5"])
     with pytest.raises(ValueError, match="env.game must be one of"):
@@ -315,9 +315,9 @@ def test_v1_training_needs_labelled_version_2(tmp_path):
     with pytest.raises(ValueError, match=r"with --env v0\|v1, not --set env.game"):
         train_main([*base, "--set", "env.game=v1"])
     with pytest.raises(ValueError, match="label_fraction=1"):
-        train_main([*base, "--env", "v1", "--set", "network.version=2"])
-    with pytest.raises(ValueError, match="--ray"):
-        train_main([*base, "--env", "v1", "--set", "network.version=2", "--set", "train.label_fraction=1", "--ray"])
+        train_main([*base, "--env", "v1", "--set", "train.label_fraction=0.5"])
+    with pytest.raises(ValueError, match="--ray .* was removed"):
+        train_main([*base, "--env", "v1", "--ray"])
     assert not (tmp_path / "run").exists()
 
 
@@ -346,7 +346,7 @@ def test_label_workers_and_device_are_checked():
     with pytest.raises(ValueError, match="labelled games only"):
         MuZeroConfig().with_overrides(["network.version=2", "train.label_fraction=0.5", "train.label_workers=2"])
     with pytest.raises(ValueError, match="need network.version = 2"):
-        MuZeroConfig().with_overrides(["train.device=cuda"])
+        MuZeroConfig().with_overrides(["train.device=cuda", "network.version=1"])
     with pytest.raises(ValueError, match="train.device must be one of"):
         V1.with_overrides(["train.device=tpu"])
     if not torch.cuda.is_available():

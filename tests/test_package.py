@@ -174,7 +174,7 @@ def test_core_commands_import_no_optional_dependency(tmp_path):
 # ---------------------------------------------------------------------------------- missing extras
 @pytest.mark.parametrize("spec, extra, module", [
     ("maskable_ppo:runs/x", "sb3", "torch"), ("ppo:runs/x", "sb3", "stable_baselines3"),
-    ("dqn:runs/x", "sb3", "sb3_contrib"), ("muzero:runs/x", "muzero", "torch"),
+    ("dqn:runs/x", "sb3", "sb3_contrib"), ("muzero-pol:runs/x", "muzero", "torch"),
     ("muzero-sim:runs/x", "muzero", "torch"),
 ])
 def test_missing_extra_is_named(monkeypatch, capsys, spec, extra, module):

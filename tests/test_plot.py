@@ -238,9 +238,9 @@ def test_plot_of_a_real_muzero_run_written_by_the_trainer_with_quiet(capsys, tmp
     from mallocgym.workloads.synthetic import mlp_training_step
 
     workload = save(mlp_training_step(3), tmp_path / "mlp3.json")
-    tiny = ["network.hidden=16", "network.candidate_hidden=8", "network.memory_hidden=4", "search.num_simulations=2",
-            "search.eval_simulations=2", "train.num_actors=2", "train.min_replay=8", "train.batch_size=8",
-            "train.unroll_steps=2", "train.td_steps=3", "train.checkpoint_every_s=1000", "train.log_every_s=0.2"]
+    tiny = ["network.hidden=16", "network.candidate_hidden=8", "network.memory_hidden=4", "train.min_replay=8",
+            "train.batch_size=8", "train.label_positions=1000", "train.checkpoint_every_s=1000",
+            "train.log_every_s=0.2"]
     argv = ["train", "muzero", "--quiet", "--minutes", "0.02", "--out", str(tmp_path / "run"), "--scenario",
             str(workload)] + [f"--set={s}" for s in tiny]
     assert main(argv) == 0

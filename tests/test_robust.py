@@ -447,8 +447,7 @@ def test_muzero_checkpoints_on_a_signal_and_resume_truncates_the_log(tmp_path, m
 
     TINY = MuZeroConfig().with_overrides([  # as test_muzero_train's: a few seconds of training
         "network.hidden=32", "network.candidate_hidden=16", "network.memory_hidden=8",
-        "search.num_simulations=4", "search.eval_simulations=4", "train.num_actors=4", "train.min_replay=40",
-        "train.batch_size=16", "train.unroll_steps=3", "train.td_steps=5", "train.replay_capacity=4000",
+        "train.min_replay=40", "train.batch_size=16", "train.replay_capacity=4000", "train.label_positions=1000",
         "train.checkpoint_every_s=1000", "train.log_every_s=0.5", "train.replay_ratio=8",
     ])
 

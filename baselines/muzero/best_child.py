@@ -48,7 +48,7 @@ import torch
 from mallocgym.agents.muzero.agent import make_env
 from mallocgym.agents.muzero.checkpoint import load_network
 from mallocgym.agents.muzero.labels import policy_move
-from mallocgym.agents.muzero.mcts import effective_legal, xla_move
+from mallocgym.agents.muzero.model import effective_legal, xla_move
 from mallocgym.agents.muzero.networks import obs_to_tensors, stack_obs
 from mallocgym.agents.search import CompletionScorer
 from mallocgym.scenarios import WorkloadGenerator

@@ -1,6 +1,6 @@
 """Pick a mallocMuZero checkpoint without the test split.
 
-Each candidate (an agent spec such as ``muzero:runs/a`` or ``muzero:runs/a,sims=1``) plays the
+Each candidate (an agent spec such as ``muzero-pol:runs/a`` or ``muzero-sim:runs/a,sims=1``) plays the
 bundled suite's **train** split and a **validation** set of held-out generated programs, and is
 scored by its wins minus losses against XLA-like over both (ties: the higher geometric-mean
 speedup). The validation programs come from the workload generator's ``medium`` preset
@@ -9,7 +9,7 @@ training never draws in practice (it draws seeds uniformly from ``[0, 2**31)``),
 1/2 of peak live bytes: by default six programs of the preset's own family draw; with
 ``--families`` ``--per-family`` programs (default 2, at most 6) of each named family.
 
-    python baselines/muzero/choose.py muzero:runs/a muzero:runs/b [--families unet,rnn] [--per-family 6]
+    python baselines/muzero/choose.py muzero-pol:runs/a muzero-pol:runs/b [--families unet,rnn] [--per-family 6]
         [--out FILE.json]
 
 Prints one line per candidate and the chosen one; ``--out`` also writes every result.
@@ -59,7 +59,7 @@ def score(rows: list[dict], agent: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("candidates", nargs="+", help="agent specs, e.g. muzero:runs/a or muzero:runs/a,sims=1")
+    p.add_argument("candidates", nargs="+", help="agent specs, e.g. muzero-pol:runs/a or muzero-sim:runs/a,sims=1")
     p.add_argument("--families", default="",
                    help="validate on two medium programs of each of these comma-separated generator families "
                         "(default: six programs of the preset's family draw)")

@@ -1,13 +1,13 @@
 """Where a mallocMuZero agent leaves XLA-like's move, and what each departure costs.
 
-Plays the agent (any ``muzero:DIR[,...]`` or ``muzero-sim:DIR[,...]`` spec) on each scenario and,
+Plays the agent (any ``muzero-pol:DIR[,...]`` or ``muzero-sim:DIR[,...]`` spec) on each scenario and,
 at every move where it does not play XLA-like's (the best-fit candidate, or skip), scores both
 moves on the exact simulator by finishing the game with XLA-like after each
 (:class:`mallocgym.agents.search.CompletionScorer`): the departure's cost in % of program time
 (positive: worse than XLA-like's move). A diagnostic, not a decomposition: later departures start
 from positions the earlier ones changed, so the costs do not add up to the game's result.
 
-    python baselines/muzero/departures.py muzero:baselines/muzero/checkpoint unet-infer@1/2 [...]
+    python baselines/muzero/departures.py muzero-sim:baselines/muzero/checkpoint unet-infer@1/2 [...]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 
 from mallocgym import evaluate
 from mallocgym.agents import make_agent
-from mallocgym.agents.muzero.mcts import xla_move
+from mallocgym.agents.muzero.model import xla_move
 from mallocgym.agents.search import CompletionScorer
 from mallocgym.heuristics import xla_like
 from mallocgym.scenarios import resolve
@@ -50,7 +50,7 @@ def departures(agent, scenario, *, seed: int = 0) -> tuple[list[dict], dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("agent", help="a muzero:DIR[,...] or muzero-sim:DIR[,...] spec")
+    p.add_argument("agent", help="a muzero-pol:DIR[,...] or muzero-sim:DIR[,...] spec")
     p.add_argument("scenarios", nargs="+", help="scenario names, e.g. unet-infer@1/2")
     args = p.parse_args(argv)
     agent = make_agent(args.agent)

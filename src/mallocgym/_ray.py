@@ -152,7 +152,7 @@ class RayRunner:
         unbuilt = sorted({run.agent.name for run in runs if run.spec is None})
         if unbuilt:
             raise ValueError(f"agent {', '.join(map(repr, unbuilt))} was given as an object: with Ray, give agents "
-                             f"as spec strings (xla, rollout, muzero:DIR), which each task builds")
+                             f"as spec strings (xla, rollout, muzero-sim:DIR), which each task builds")
         ray = self._ray
         from ray.exceptions import RayError, RayTaskError
 

@@ -269,7 +269,7 @@ def _run_solve(args) -> int:
 
 # ---------------------------------------------------------------------------------------- bench / eval
 def split_agents(text: str) -> list[str]:
-    """``"xla,muzero:DIR,sims=64,span=1,mcts"`` -> ``["xla", "muzero:DIR,sims=64,span=1", "mcts"]``:
+    """``"xla,muzero-sim:DIR,sims=64,gate=0,mcts"`` -> ``["xla", "muzero-sim:DIR,sims=64,gate=0", "mcts"]``:
     a ``KEY=VALUE`` piece (no ``:``) is an option of the agent before it."""
     agents: list[str] = []
     for piece in (p.strip() for p in text.split(",")):
@@ -328,7 +328,7 @@ def _add_bench(p: argparse.ArgumentParser) -> None:
     _add_selection(p, None)
     p.add_argument("--agents",
                    help="comma-separated agents; a KEY=VALUE piece is an option of the agent before it, "
-                        "as in xla,muzero:DIR,sims=64; each agent once (default: all-slow,random,xla)")
+                        "as in xla,muzero-sim:DIR,sims=64; each agent once (default: all-slow,random,xla)")
     p.add_argument("--out", help="write results.md, results.csv and results.json into this folder once every "
                                  "run has finished (nothing is written when one fails); a run stopped by Ctrl-C or "
                                  "SIGTERM writes (and prints) the runs that finished, and exits with status 130")

@@ -255,7 +255,7 @@ def bench(scenarios: Sequence[Scenario], agents: Sequence[Agent | str], *, seed:
     :class:`BenchInterrupted` carrying the runs that finished.
 
     Results are keyed by agent name, so names must differ: agents given as specs whose names
-    clash (``muzero:runs/a`` and ``muzero:runs/b`` are both ``muzero``) are renamed to their
+    clash (``muzero-sim:runs/a`` and ``muzero-sim:runs/b`` are both ``muzero-sim``) are renamed to their
     specs; any other clash is a ``ValueError``, as are no scenarios, no agents, or a scenario
     name given twice (results are keyed by scenario name too).
     """

@@ -2,7 +2,10 @@
 wall time and (learned mode) searched moves per scenario, and wins / losses against the first
 agent (issue 18, step 6: the learned-dynamics mode at its own wall time).
 
-    python baselines/muzero/dynamics/play_set.py --set table xla muzero:DIR,sims=16 --out FILE.json
+    python baselines/muzero/dynamics/play_set.py --set table xla muzero-pol:DIR --out FILE.json
+
+(The learned-dynamics mode it measured, ``muzero:DIR``, was removed by issue 31: it runs on
+commit ``856d3e5`` and before; any other agent spec still plays here.)
 """
 
 from __future__ import annotations

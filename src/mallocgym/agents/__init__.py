@@ -48,7 +48,7 @@ def agent_names() -> list[str]:
 
 
 def make_agent(spec: str) -> Agent:
-    """An agent from its name (``xla``) or ``KIND:PATH`` (``muzero:runs/y``)."""
+    """An agent from its name (``xla``) or ``KIND:PATH`` (``muzero-pol:runs/y``)."""
     kind, _, arg = spec.partition(":")
     if kind not in AGENTS:
         from .._validate import clip, nearest_hint

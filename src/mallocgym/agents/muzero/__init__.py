@@ -1,11 +1,12 @@
 """mallocMuZero: a MuZero agent for MallocGame (PyTorch, CPU).
 
-- :mod:`.networks` representation / dynamics / prediction; :mod:`.transforms` h(x) and supports;
-- :mod:`.tree` (numba) and :mod:`.mcts` batched search over the learned model (pUCT or Gumbel);
-  :mod:`.simsearch` search on the exact simulator;
-- :mod:`.selfplay`, :mod:`.replay`, :mod:`.learner`, :mod:`.train` training;
+- :mod:`.networks` representation / dynamics / prediction and the version-2 heads;
+  :mod:`.transforms` h(x) and supports; :mod:`.model` the network as the agents call it;
+- :mod:`.simsearch` search on the exact simulator; :mod:`.labels` labelled games and the
+  policy's rule; :mod:`.v1` the agent on MallocGame-v1;
+- :mod:`.expert`, :mod:`.source`, :mod:`.workers`, :mod:`.train` training (expert iteration);
   :mod:`.checkpoint` saving and loading; :mod:`.config` the frozen configuration;
-- :mod:`.agent` the harness agents ``muzero:DIR`` and ``muzero-sim:DIR``.
+- :mod:`.agent` the harness agents ``muzero-sim:DIR`` and ``muzero-pol:DIR``.
 
 See ``docs/muzero.md``.
 """

@@ -1,4 +1,4 @@
-"""The trained mallocMuZero as a harness agent: one checkpoint, three ways to play it.
+"""The trained mallocMuZero as a harness agent: one checkpoint, two ways to play it.
 
 - ``muzero-pol:DIR`` (a version-2 checkpoint): the policy alone, one network call per decision
   with a choice; XLA-like's move (xla-msa's on MallocGame-v1) unless the advantage head predicts
@@ -10,15 +10,13 @@
   worse than XLA-like. ``gate=G`` (``simulator.gate``, version 2) searches only where the
   predicted gain exceeds G. On a MallocGame-v1 checkpoint: the gated one-step search of
   :func:`.v1.play_v1`.
-- ``muzero:DIR``: the search over the learned model (MuZero; ``sims=N``, default
-  ``search.eval_simulations``); on a version-2 checkpoint only when its dynamics were trained
-  (``train.dynamics_weight > 0``), ``frame=return|advantage`` (``search.frame``).
 
-Every mode takes ``budget_s=S`` (wall seconds per scenario, from the start of ``solve``; once
-spent, the learned mode and the policy play XLA-like's moves and the simulator mode follows the
-best mapping found so far). Everything else comes from the checkpoint's config. An unknown
-option, an option of another mode or an unreadable value is a ``ValueError``; so is an option
-issue 31 removed (:data:`REMOVED`, each with its replacement).
+Both take ``budget_s=S`` (wall seconds per scenario, from the start of ``solve``; once spent,
+the policy plays XLA-like's moves and the search follows the best mapping found so far).
+Everything else comes from the checkpoint's config. An unknown option, an option of the other
+mode or an unreadable value is a ``ValueError``; so is a mode or an option issue 31 removed
+(:data:`REMOVED`, each with its replacement), ``muzero:DIR`` (the search over the learned
+model) among them.
 """
 
 from __future__ import annotations
@@ -33,31 +31,28 @@ import torch
 from ...scenarios import Scenario
 from ..base import Solution
 from .checkpoint import load_network
-from .config import FRAMES, MuZeroConfig
-from .expert import AdvantageModel
+from .config import MuZeroConfig
 from .game import make_env
 from .labels import policy_move
-from .mcts import NetworkModel, effective_legal, play, xla_move
+from .model import NetworkModel, effective_legal, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
 from .simsearch import SimulatorSearch
 from .v1 import check_v1_agent, network_advantage, play_v1
 
-__all__ = ["MuZeroAgent", "muzero_factory", "MODES", "REMOVED", "make_env"]
+__all__ = ["MuZeroAgent", "muzero_factory", "MODES", "REMOVED", "REMOVED_KINDS", "make_env"]
 
-MODES = ("learned", "simulator", "policy")
-KINDS = {"muzero": "learned", "muzero-sim": "simulator", "muzero-pol": "policy"}
+MODES = ("simulator", "policy")
+KINDS = {"muzero-sim": "simulator", "muzero-pol": "policy"}
 
 # option -> (config field or None for an agent argument, the kinds it applies to)
 _OPTIONS = {
-    "sims": (None, ("muzero", "muzero-sim")),
-    "budget_s": (None, ("muzero", "muzero-sim", "muzero-pol")),
-    "frame": ("search.frame", ("muzero",)),
+    "sims": (None, ("muzero-sim",)),
+    "budget_s": (None, ("muzero-sim", "muzero-pol")),
     "gate": ("simulator.gate", ("muzero-sim",)),
     "margin": ("simulator.policy_margin", ("muzero-pol",)),
     "top": ("simulator.top_moves", ("muzero-sim",)),
 }
-_KNOWN = "sims=N, budget_s=S (muzero, muzero-sim); frame=return|advantage (muzero); gate=G, top=K (muzero-sim); " \
-         "margin=X, budget_s=S (muzero-pol)"
+_KNOWN = "sims=N, budget_s=S, gate=G, top=K (muzero-sim); margin=X, budget_s=S (muzero-pol)"
 
 # Options issue 18 measured and did not choose, removed by issue 31 (their numbers:
 # baselines/muzero/README.md): option -> why, and what to use instead.
@@ -72,15 +67,22 @@ REMOVED = {
             "or mcts:simulations=1,pace=1,time_limit=S",
     "pace_by": "pace_by= was removed with pace=; use mcts:simulations=1,pace=1,time_limit=S",
     "width": "width= (a narrower, deeper tree) was removed: it did not win; use muzero-sim:DIR (every legal move)",
-    "ens": "ensembles (muzero:A+B, ens=) were removed: play one checkpoint, muzero:DIR",
+    "ens": "ensembles (muzero:A+B, ens=) were removed: play one checkpoint, muzero-sim:DIR or muzero-pol:DIR",
+    "frame": "frame= (the learned search's value frame) was removed with muzero:DIR; use muzero-sim:DIR",
     "keep": "keep= (a departure margin at play time) was removed: not chosen by its rule; "
             "use muzero-pol:DIR,margin=X",
-    "span": "span= was removed: " + _SETTING.format("search.min_q_span", "search.min_q_span"),
+    "span": "span= (search.min_q_span, the learned search's) was removed with muzero:DIR; use muzero-sim:DIR",
     "mix": "mix= was removed: " + _SETTING.format("simulator.value_mix", "simulator.value_mix"),
     "lead": "lead= was removed: " + _SETTING.format("simulator.max_logit_lead", "simulator.max_logit_lead"),
     "ptemp": "ptemp= was removed: " + _SETTING.format("simulator.prior_temperature", "simulator.prior_temperature"),
     "finetune": "finetune= (per-program finetuning) was removed: it tied mcts at equal wall time; "
                 "use muzero-sim:DIR,sims=N,budget_s=S",
+}
+# the mode issue 31 removed: kind -> why, and what to use instead
+REMOVED_KINDS = {
+    "muzero": "muzero:DIR (MuZero's search over the learned model) was removed by issue 31: about level with "
+              "XLA-like, and no entry plays it (numbers: baselines/muzero/README.md); play the same checkpoint "
+              "with muzero-sim:DIR (search on the exact simulator) or muzero-pol:DIR (the policy alone)",
 }
 
 
@@ -88,9 +90,11 @@ class MuZeroAgent:
     """Plays MallocGame with one network; ``mode`` is one of :data:`MODES`. ``budget_s``: wall
     seconds per scenario (None: no limit), read on ``clock``."""
 
-    def __init__(self, net: MuZeroNet, config: MuZeroConfig, *, mode: str = "learned",
+    def __init__(self, net: MuZeroNet, config: MuZeroConfig, *, mode: str = "simulator",
                  num_simulations: int | None = None, name: str | None = None, budget_s: float | None = None,
                  clock: Callable[[], float] = time.perf_counter):
+        if mode == "learned":
+            raise ValueError(REMOVED_KINDS["muzero"])
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not isinstance(net, MuZeroNet):
@@ -108,22 +112,16 @@ class MuZeroAgent:
         elif config.simulator.top_moves != 0:
             raise ValueError("top= (simulator.top_moves) applies to a MallocGame-v1 checkpoint's muzero-sim; the v0 "
                              "simulator search scores every legal move")
-        if mode == "learned" and config.network.version >= 2 and config.train.dynamics_weight == 0:
-            raise ValueError("a network.version 2 checkpoint is trained by expert iteration on the simulator "
-                             "(its learned dynamics are untrained, train.dynamics_weight = 0): play it with "
-                             "muzero-sim:DIR or muzero-pol:DIR")
         torch.set_num_threads(1)
         self.net = net.eval()
-        advantage_frame = mode == "learned" and config.search.frame == "advantage"   # version 2, dynamics trained
-        self.model = AdvantageModel(self.net) if advantage_frame else NetworkModel(self.net)
+        self.model = NetworkModel(self.net)
         self.config = config
         self.mode = mode
-        default = config.search.eval_simulations if mode == "learned" else config.simulator.num_simulations
-        self.num_simulations = int(num_simulations or default)
+        self.num_simulations = int(num_simulations or config.simulator.num_simulations)
         self.budget_s: float | None = None
         self.set_budget(budget_s)
         self.clock = clock
-        self.name = name or {"learned": "muzero", "simulator": "muzero-sim", "policy": "muzero-pol"}[mode]
+        self.name = name or {"simulator": "muzero-sim", "policy": "muzero-pol"}[mode]
 
     def set_budget(self, budget_s: float | None) -> None:
         """Set the wall budget per scenario in seconds (None: no limit); a harness-wide
@@ -164,13 +162,9 @@ class MuZeroAgent:
             elif out_of_time or (deadline is not None and self.clock() >= deadline):
                 out_of_time = True
                 action = xla_move(legal)
-            elif self.mode == "policy":
+            else:   # the policy
                 _, _, advantage = self.model.expert(batch)
                 action = policy_move(advantage[0], legal, self.config.simulator.policy_margin)
-                searched += 1
-            else:
-                result = play(self.model, batch, config=self.config.search, num_simulations=self.num_simulations)
-                action = int(result.action[0])
                 searched += 1
             yield u, legal, action
             obs, _, done, _, info = u.step(action)
@@ -235,6 +229,8 @@ class MuZeroAgent:
 
 def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
     """``(checkpoint folder, agent arguments, config overrides)`` of ``kind:arg``."""
+    if kind in REMOVED_KINDS:
+        raise ValueError(f"agent {kind}:{arg or 'DIR'}: {REMOVED_KINDS[kind]}")
     if not arg:
         raise ValueError(f"agent {kind!r} needs a checkpoint: {kind}:DIR (a `mallocgym train muzero --out DIR` folder)")
     path, *options = arg.split(",")
@@ -261,11 +257,6 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
                 raise ValueError(f"agent {kind}:{arg}: top must be an integer >= 0, got {value!r}")
             overrides.append(f"{field}={int(value)}")
             continue
-        if key == "frame":
-            if value not in FRAMES:
-                raise ValueError(f"agent {kind}:{arg}: unknown option {option!r} (frame is one of {'|'.join(FRAMES)})")
-            overrides.append(f"{field}={value}")
-            continue
         try:
             number = float(value)
         except ValueError:
@@ -282,9 +273,9 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
 
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
-    """``muzero:DIR[,sims=N][,budget_s=S][,frame=F]`` (the learned model),
-    ``muzero-sim:DIR[,sims=N][,budget_s=S][,gate=G]`` (the simulator) and
-    ``muzero-pol:DIR[,margin=X][,budget_s=S]`` (the policy alone)."""
+    """``muzero-sim:DIR[,sims=N][,budget_s=S][,gate=G][,top=K]`` (the simulator search) and
+    ``muzero-pol:DIR[,margin=X][,budget_s=S]`` (the policy alone); ``muzero:DIR`` is refused
+    (:data:`REMOVED_KINDS`)."""
     path, options, overrides = _parse(kind, arg)
     net, config, _ = load_network(path)
     try:

@@ -1,8 +1,7 @@
 """Checkpoints: one ``checkpoint.pt`` per run folder, written atomically (temp file + rename).
 
 A checkpoint holds the config, the observation spec, the network and optimiser state, the
-training counters, every actor's and the learner's random-generator state, and the
-self-competition baselines. The replay buffer is not saved: a resumed run refills it.
+training counters and the random-generator states. The replay buffer is not saved: a resumed run refills it.
 Loading checks everything and raises one ``ValueError`` naming the file on any problem.
 """
 
@@ -66,7 +65,10 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         if key not in payload:
             raise ValueError(f"{file}: checkpoint has no {key!r} entry")
     try:
-        payload["config"] = MuZeroConfig.from_dict(payload["config"])
+        # the config as saved stays in the payload: fields issue 31 removed that only record how
+        # the network was trained are accepted (config.TRAINING_RECORD) and kept there
+        payload["saved_config"] = payload["config"]
+        payload["config"] = MuZeroConfig.from_dict(payload["config"], saved=True)
         payload["spec"] = ObsSpec(**payload["spec"])
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{file}: bad checkpoint config: {exc}") from None

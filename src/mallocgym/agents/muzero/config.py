@@ -2,7 +2,9 @@
 
 ``MuZeroConfig`` groups five parts (env, network, search, simulator, train). Every field has a
 documented default; ``MuZeroConfig.from_dict`` rejects unknown names and ``with_overrides``
-takes dotted ``"search.num_simulations=8"`` strings (the ``--set`` option of the trainer).
+takes dotted ``"simulator.num_simulations=8"`` strings (the ``--set`` option of the trainer).
+Fields issue 31 removed are refused naming their replacement, and still load from the
+checkpoints that record them (:data:`REMOVED_FIELDS`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ from ..._validate import nearest_hint
 
 __all__ = ["EnvConfig", "NetworkConfig", "SearchConfig", "SimulatorConfig", "TrainConfig", "MuZeroConfig"]
 
-SEARCH_ALGORITHMS = ("gumbel", "puct")
-FRAMES = ("return", "advantage")   # search.frame: the learned search's value frame
-REWARD_MODES = ("dense", "self_competition")
 ORDERS = ("boundedness", "start", "size")
 NETWORK_VERSIONS = (1, 2)
 GAMES = ("v0", "v1")
@@ -120,14 +119,15 @@ class NetworkConfig:
       reward_support: the same for the per-step reward.
       reward_scale: values and rewards the network sees are MallocGame's normalised reward
         times this (100: a return is in percent of the all-slow time).
-      version: 1, MuZero's heads and targets (the published checkpoints
-        ``baselines/muzero/checkpoint*``); 2, expert iteration on the exact simulator
+      version: 2 (the default), expert iteration on the exact simulator
         (:mod:`mallocgym.agents.muzero.expert`): the policy head learns the simulator search's
-        improved policy, a scalar residual head the best completion found below a position
-        minus XLA-like's completion from it, and an advantage head every legal move's exact
-        completion against XLA-like's move. A version-2 network plays in simulator mode or as
-        the policy alone; over its learned model (``muzero:DIR``) only when its dynamics were
-        trained (``train.dynamics_weight > 0``).
+        improved policy or the label policy, a scalar residual head the best completion found
+        below a position minus XLA-like's completion from it, and an advantage head every legal
+        move's exact completion against XLA-like's move; it plays ``muzero-sim`` and
+        ``muzero-pol``. 1: MuZero's heads and targets (the published
+        ``baselines/muzero/checkpoint*``, and a checkpoint that records no version): it plays
+        ``muzero-sim`` only, and is no longer trained (issue 31 removed MuZero's self-play over
+        the learned model).
       residual_scale: version 2: residuals and advantages are ``residual_scale x (time saved) /
         (XLA-like's completion time from the position)``; 400 makes 1 unit 0.25 % of the
         program time, about the median non-zero residual (0.28 % in the positions the search
@@ -140,7 +140,7 @@ class NetworkConfig:
     value_support: int = 10
     reward_support: int = 10
     reward_scale: float = 100.0
-    version: int = 1
+    version: int = 2
     residual_scale: float = 400.0
 
     def __post_init__(self) -> None:
@@ -155,67 +155,20 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """MCTS over the learned model.
+    """The legal moves the agents and the labels consider (the search over the learned model
+    that this part configured until issue 31 was removed with ``muzero:DIR``; its fields are in
+    :data:`REMOVED_FIELDS`).
 
     Attributes:
-      algorithm: ``"gumbel"`` (Gumbel MuZero: sequential halving at the root, deterministic
-        selection inside; Danihelka et al. 2022) or ``"puct"`` (MuZero's pUCT with Dirichlet
-        noise at the root).
-      num_simulations: simulations per move in self-play.
-      eval_simulations: simulations per move when the trained agent plays (no noise).
-      max_considered: Gumbel: root actions sampled without replacement (``m``).
-      gumbel_scale: Gumbel: scale of the root Gumbel noise in self-play (0 = none).
-      c_visit, c_scale: Gumbel: ``sigma(q) = (c_visit + max_b N(b)) * c_scale * q``.
-      min_q_span: min-max normalisation of Q-values (both algorithms) divides by
-        ``max(max - min, min_q_span)`` (value units): differences smaller than this span count
-        proportionally less instead of being stretched to ``[0, 1]`` (0: plain min-max).
-      frame: what the search over the learned model adds up (``muzero:DIR,frame=F``):
-        ``"return"``, MuZero's predicted step rewards and values (``network.reward_scale``
-        units); ``"advantage"`` (a version-2 network whose dynamics were trained,
-        ``train.dynamics_weight > 0``): a move's reward is the advantage head's prediction for
-        it over XLA-like's move at the parent, a node's value the residual head's prediction
-        (``network.residual_scale`` units), so siblings are compared on the scale where they
-        differ (:class:`mallocgym.agents.muzero.expert.AdvantageModel`).
-      pb_c_init, pb_c_base: pUCT exploration constants.
-      dirichlet_alpha, exploration_fraction: pUCT root noise in self-play.
-      temperature: pUCT: self-play moves are sampled from ``visits ** (1 / temperature)``.
-      discount: per-step discount (1: MallocGame is episodic, its return is the speedup measure).
       prune_no_benefit: leave in slow memory, without search, a buffer whose placement would
         save nothing now (``obs["buffer"][5] == 0``): under the roofline model its benefit can
         only shrink as more is placed, so placing it only takes space (XLA's rule).
     """
 
-    algorithm: str = "gumbel"
-    num_simulations: int = 16
-    eval_simulations: int = 32
-    max_considered: int = 8
-    gumbel_scale: float = 1.0
-    c_visit: float = 50.0
-    c_scale: float = 0.1
-    min_q_span: float = 0.0
-    frame: str = "return"
-    pb_c_init: float = 1.25
-    pb_c_base: float = 19652.0
-    dirichlet_alpha: float = 0.3
-    exploration_fraction: float = 0.25
-    temperature: float = 1.0
-    discount: float = 1.0
     prune_no_benefit: bool = True
 
     def __post_init__(self) -> None:
         _typed(self, "search")
-        if self.algorithm not in SEARCH_ALGORITHMS:
-            raise ValueError(f"search.algorithm must be one of {SEARCH_ALGORITHMS}, got {self.algorithm!r}")
-        _positive("search", num_simulations=self.num_simulations, eval_simulations=self.eval_simulations,
-                  max_considered=self.max_considered, c_visit=self.c_visit, c_scale=self.c_scale,
-                  pb_c_init=self.pb_c_init, pb_c_base=self.pb_c_base,
-                  dirichlet_alpha=self.dirichlet_alpha, temperature=self.temperature)
-        if self.gumbel_scale < 0 or self.min_q_span < 0:
-            raise ValueError(f"search.gumbel_scale and search.min_q_span must be >= 0, got "
-                             f"{self.gumbel_scale!r} and {self.min_q_span!r}")
-        if self.frame not in FRAMES:
-            raise ValueError(f"search.frame must be one of {FRAMES}, got {self.frame!r}")
-        _unit("search", exploration_fraction=self.exploration_fraction, discount=self.discount)
 
 
 @dataclass(frozen=True)
@@ -290,131 +243,70 @@ class SimulatorConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Self-play, replay and optimisation.
+    """Training games, replay and optimisation (version 2: expert iteration, :mod:`.expert`).
 
     Attributes:
-      num_actors: games played at once (one batched search per move for all of them); each
-        has its own ``numpy.random.Generator``.
-      generator_fraction: share of episodes drawn from the synthetic generator (the rest
-        from the training scenarios); ignored when training on named scenarios only.
+      generator_fraction: share of games drawn from the synthetic generator (the rest from the
+        training scenarios); ignored when training on named scenarios only.
       generator_preset: the generator's preset.
       generator_families: comma-separated network families the generator draws from instead
         of the preset's (``"transformer,cnn,mlp,unet,rnn"``); empty: the preset's.
       replay_capacity: positions kept in the replay buffer.
       min_replay: positions collected before learning starts.
       batch_size: positions per gradient step.
-      unroll_steps: ``K``, dynamics steps unrolled per sample.
-      td_steps: ``n`` of the n-step value target.
       replay_ratio: positions trained on per position generated (sets the update rate).
       lr, weight_decay, grad_clip: AdamW and gradient-norm clipping.
-      value_loss_weight: weight of the value loss (0.25 as in MuZero Reanalyze).
-      consistency_weight: weight of a self-supervised loss pulling the unrolled latent and
-        candidate embeddings toward the encoding of the real next observation (EfficientZero).
-      priority_alpha, priority_beta: prioritised replay exponents.
-      reanalyse_fraction: share of each batch whose policy targets are recomputed by a fresh
-        search with the current network (MuZero Reanalyze); values always bootstrap from the
-        current network when > 0.
-      teacher_fraction: share of games played by the rollout teacher instead of the search over
-        the learned model: at each move the teacher scores every legal action by finishing the
-        episode with XLA-like (:class:`mallocgym.agents.search.CompletionScorer`, the exact
-        simulator, training only), plays the best, and stores as targets the value
-        ``max_a Q(a)`` and the policy below (0: pure self-play, as MuZero).
-      teacher_temperature: the teacher's policy target is ``softmax(Q / teacher_temperature)``
-        over legal actions (value units); 0 gives a one-hot target on its move.
-      teacher_margin: the teacher keeps XLA-like's move (best fit, or skip) unless another
-        action's completion is shorter by more than this fraction of XLA-like's
-        (``mallocgym.agents.muzero.selfplay.teacher_choice``; 0: the rollout algorithm's move).
-      teacher_epsilon: in teacher games, the probability of playing a uniformly random legal
-        move instead of the teacher's (the targets stay the teacher's), so that the learned
-        dynamics also see the effects of moves the teacher would not play.
-      action_value_weight: weight of a loss on the learned model's view of moves not taken
-        (0: off; needs the teacher): at a teacher position, for up to ``action_value_actions``
-        legal actions drawn at random, one dynamics step from the position's encoding is
-        trained toward the action's exact reward and the value of XLA-like play from where it
-        leads (:func:`mallocgym.agents.muzero.selfplay.action_value_targets`), so that the
-        search compares moves with values grounded in the simulator rather than in the few
-        moves the teacher played.
-      action_value_actions: actions per sample of that loss.
-      reward_mode: ``"dense"`` (MallocGame's reward) or ``"self_competition"`` (0 per step and,
-        at the end, ``tanh((R - baseline) / self_competition_temperature)`` where the baseline is
-        the agent's running mean return on that scenario, or XLA-like's return on a scenario
-        never seen before; as DeepMind's MuZero rate control for VP9).
-      self_competition_ema: weight of the past in the running mean.
-      self_competition_temperature: return difference (normalised units) that earns ~0.76.
-      positive_weight: version 2 (``network.version``): a position whose residual is positive
+      positive_weight: a position whose residual is positive
         (the search found something better than XLA-like below it) is drawn this many times as
         often as one without (1: uniform).
-      residual_loss_weight, advantage_loss_weight: version 2: weights of the residual and
+      residual_loss_weight, advantage_loss_weight: weights of the residual and
         advantage regressions (Huber) next to the improved-policy cross-entropy.
-      heldout_fraction: version 2: share of games whose positions are kept out of the replay
+      heldout_fraction: share of games whose positions are kept out of the replay
         (every ``1 / heldout_fraction``-th game; the latest 16,384 of their positions kept aside)
         and scored at every log line next to as many replay positions, so that train and
         held-out residual errors are logged side by side (held-out games are drawn like the
         others: mostly fresh generated programs; 0: none).
       generator_buffers: ``"LOW,HIGH"``: the generator's buffer-count range instead of the
         preset's (``"100,1100"``); empty: the preset's.
-      label_fraction: version 2 (issue 18, step 3): share of games that are not searched but
-        labelled exactly (:func:`mallocgym.agents.muzero.labels.label_game`): XLA-like's game,
+      label_fraction: issue 18, step 3: share of games that are not searched but labelled
+        exactly (:func:`mallocgym.agents.muzero.labels.label_game`): XLA-like's game,
         and at about ``label_positions`` positions of it drawn at random, every legal move
         scored by its XLA-like completion (the advantages exact, the residual the best
-        one-step gain); 0: every game is the simulator search's.
+        one-step gain); 1 (the default): every game; 0: every game is the simulator search's
+        (how ``baselines/muzero/expert`` was trained: about one program a minute).
       label_positions: positions labelled per labelled game, on average (each position with
         a choice is labelled with probability ``min(1, label_positions / buffers)``).
       label_explore: at a labelled position, the probability that the game goes on with the
         best-scoring move instead of XLA-like's (so that positions after a departure are seen).
       label_temperature: the policy target of a labelled position is ``softmax(advantage /
         label_temperature)`` over its legal moves (``residual_scale`` units).
-      dynamics_weight: version 2 with labelled games (issue 18, step 6: the learned-dynamics
-        mode): weight of a MuZero unroll loss on the labelled games' played trajectories
-        (:func:`mallocgym.agents.muzero.expert.dynamics_loss`) added to each update; a
-        checkpoint trained with it plays ``muzero:DIR`` (search over the learned model). 0: the
-        dynamics, reward and value heads are not trained.
-      label_workers: version 2 with ``label_fraction = 1``: labelled games are played in this
+      label_workers: with ``label_fraction = 1``: labelled games are played in this
         many worker processes (:mod:`mallocgym.agents.muzero.workers`) while the trainer's
         process learns; 0: one game at a time in the trainer's process.
-      device: where the learner's network trains: ``"cpu"`` or ``"cuda"`` (version 2; the
-        checkpoint is the same either way and plays on the CPU).
+      device: where the learner's network trains: ``"cpu"`` or ``"cuda"`` (the checkpoint is the same either way and plays on the CPU).
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
     """
 
-    num_actors: int = 16
     generator_fraction: float = 0.5
     generator_preset: str = "small"
     generator_families: str = ""
     replay_capacity: int = 100_000
     min_replay: int = 1_000
     batch_size: int = 128
-    unroll_steps: int = 5
-    td_steps: int = 10
     replay_ratio: float = 4.0
     lr: float = 1e-3
     weight_decay: float = 1e-4
     grad_clip: float = 5.0
-    value_loss_weight: float = 0.25
-    consistency_weight: float = 0.5
-    priority_alpha: float = 0.6
-    priority_beta: float = 0.4
-    reanalyse_fraction: float = 0.0
-    teacher_fraction: float = 0.0
-    teacher_temperature: float = 0.0
-    teacher_epsilon: float = 0.0
-    teacher_margin: float = 0.0
-    action_value_weight: float = 0.0
-    action_value_actions: int = 4
-    reward_mode: str = "dense"
-    self_competition_ema: float = 0.9
-    self_competition_temperature: float = 0.01
     positive_weight: float = 4.0
     residual_loss_weight: float = 1.0
     advantage_loss_weight: float = 1.0
     heldout_fraction: float = 0.0
     generator_buffers: str = ""
-    label_fraction: float = 0.0
+    label_fraction: float = 1.0
     label_positions: int = 48
     label_explore: float = 0.5
     label_temperature: float = 0.25
-    dynamics_weight: float = 0.0
     label_workers: int = 0
     device: str = "cpu"
     checkpoint_every_s: float = 120.0
@@ -422,23 +314,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _typed(self, "train")
-        _positive("train", num_actors=self.num_actors, replay_capacity=self.replay_capacity,
-                  batch_size=self.batch_size, unroll_steps=self.unroll_steps, td_steps=self.td_steps,
+        _positive("train", replay_capacity=self.replay_capacity, batch_size=self.batch_size,
                   replay_ratio=self.replay_ratio, lr=self.lr, grad_clip=self.grad_clip,
-                  action_value_actions=self.action_value_actions,
-                  self_competition_temperature=self.self_competition_temperature,
                   checkpoint_every_s=self.checkpoint_every_s, log_every_s=self.log_every_s)
-        _unit("train", generator_fraction=self.generator_fraction, priority_alpha=self.priority_alpha,
-              priority_beta=self.priority_beta, reanalyse_fraction=self.reanalyse_fraction,
-              self_competition_ema=self.self_competition_ema, teacher_fraction=self.teacher_fraction,
-              teacher_epsilon=self.teacher_epsilon, teacher_margin=self.teacher_margin)
-        if (self.min_replay < 0 or self.weight_decay < 0 or self.value_loss_weight < 0
-                or self.consistency_weight < 0 or self.teacher_temperature < 0 or self.action_value_weight < 0):
-            raise ValueError("train.min_replay, weight_decay, value_loss_weight, consistency_weight, "
-                             "teacher_temperature and action_value_weight must be >= 0")
-        if self.action_value_weight > 0 and self.teacher_fraction == 0:
-            raise ValueError("train.action_value_weight > 0 needs train.teacher_fraction > 0 (its targets "
-                             "come from the teacher's positions)")
+        _unit("train", generator_fraction=self.generator_fraction)
+        if self.min_replay < 0 or self.weight_decay < 0:
+            raise ValueError("train.min_replay and weight_decay must be >= 0")
         if self.generator_families:
             from ...workloads.generator import parse_families
 
@@ -446,11 +327,6 @@ class TrainConfig:
                 parse_families(self.generator_families)
             except ValueError as exc:
                 raise ValueError(f"train.generator_families = {self.generator_families!r}: {exc}") from None
-        if self.reward_mode not in REWARD_MODES:
-            raise ValueError(f"train.reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
-        if self.teacher_fraction > 0 and self.reward_mode != "dense":
-            raise ValueError("train.teacher_fraction > 0 needs train.reward_mode = 'dense' (the teacher's "
-                             "values are dense returns)")
         if not self.positive_weight >= 1:
             raise ValueError(f"train.positive_weight must be >= 1, got {self.positive_weight!r}")
         if self.residual_loss_weight < 0 or self.advantage_loss_weight < 0:
@@ -458,8 +334,6 @@ class TrainConfig:
         _unit("train", heldout_fraction=self.heldout_fraction, label_fraction=self.label_fraction,
               label_explore=self.label_explore)
         _positive("train", label_positions=self.label_positions, label_temperature=self.label_temperature)
-        if not (self.dynamics_weight >= 0 and math.isfinite(self.dynamics_weight)):
-            raise ValueError(f"train.dynamics_weight must be a finite number >= 0, got {self.dynamics_weight!r}")
         if self.generator_buffers:
             parse_buffers(self.generator_buffers)
         if self.min_replay > self.replay_capacity:
@@ -467,9 +341,8 @@ class TrainConfig:
                              f"({self.replay_capacity})")
         if self.label_workers < 0:
             raise ValueError(f"train.label_workers must be >= 0, got {self.label_workers!r}")
-        if self.label_workers > 0 and (self.label_fraction != 1.0 or self.dynamics_weight > 0):
-            raise ValueError("train.label_workers > 0 plays labelled games only: it needs train.label_fraction = 1 "
-                             "and train.dynamics_weight = 0")
+        if self.label_workers > 0 and self.label_fraction != 1.0:
+            raise ValueError("train.label_workers > 0 plays labelled games only: it needs train.label_fraction = 1")
         if self.device not in DEVICES:
             raise ValueError(f"train.device must be one of {DEVICES}, got {self.device!r}")
 
@@ -499,25 +372,12 @@ class MuZeroConfig:
                              "network.version=2 and train.label_fraction=1, got "
                              f"network.version={self.network.version} and "
                              f"train.label_fraction={self.train.label_fraction!r}")
-        if self.network.version == 2:
-            t = self.train
-            if t.teacher_fraction > 0 or t.reanalyse_fraction > 0 or t.action_value_weight > 0:
-                raise ValueError("network.version = 2 trains by expert iteration on the simulator search: "
-                                 "train.teacher_fraction, reanalyse_fraction and action_value_weight must be 0")
-            if self.simulator.value_mix != 1.0:
-                raise ValueError("network.version = 2 predicts a residual over XLA-like's exact completion, "
-                                 f"not a return: simulator.value_mix must be 1, got {self.simulator.value_mix!r}")
-        # issue 18, step 6: the learned dynamics are trained on the labelled games' trajectories
-        if self.train.dynamics_weight > 0 and (self.network.version != 2 or self.train.label_fraction == 0
-                                               or self.env.game != "v0"):
-            raise ValueError("train.dynamics_weight > 0 trains the dynamics on labelled MallocGame-v0 games: it "
-                             "needs network.version = 2, train.label_fraction > 0 and env.game = 'v0'")
+        if self.network.version == 2 and self.simulator.value_mix != 1.0:
+            raise ValueError("network.version = 2 predicts a residual over XLA-like's exact completion, "
+                             f"not a return: simulator.value_mix must be 1, got {self.simulator.value_mix!r}")
         if (self.train.label_workers > 0 or self.train.device != "cpu") and self.network.version != 2:
             raise ValueError("train.label_workers and train.device apply to the expert-iteration trainer: they need "
                              "network.version = 2")
-        if self.search.frame == "advantage" and self.network.version != 2:
-            raise ValueError("search.frame = 'advantage' reads a version-2 network's advantage and residual "
-                             "heads (network.version = 2)")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``{part: {field: value}}`` (what checkpoints and ``config.json`` hold)."""
@@ -528,8 +388,16 @@ class MuZeroConfig:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MuZeroConfig":
-        """Build from :meth:`to_dict`'s shape; unknown parts or fields raise ``ValueError``."""
+    def from_dict(cls, data: dict[str, Any], *, saved: bool = False) -> "MuZeroConfig":
+        """Build from :meth:`to_dict`'s shape; unknown parts or fields raise ``ValueError``.
+
+        A field issue 31 removed (:data:`REMOVED_FIELDS`) is accepted at the value that had the
+        behaviour the code keeps (older checkpoints record it) and refused otherwise, naming
+        what to use instead; ``saved=True`` (a checkpoint's own config) also accepts a training
+        field (:data:`TRAINING_RECORD`) at any value of its type, since it records how the
+        network was trained and changes nothing in how it plays, and gives the fields that
+        checkpoints written before they existed lack the value they had then
+        (:data:`SAVED_DEFAULTS`)."""
         if not isinstance(data, dict):
             raise ValueError(f"config must be a dict of parts, got {type(data).__name__}")
         unknown = sorted(map(str, set(data) - set(_PARTS)))
@@ -541,8 +409,15 @@ class MuZeroConfig:
             values = dict(data.get(name, {}))
             for key in [k for k in values if f"{name}.{k}" in REMOVED_FIELDS]:
                 default, why = REMOVED_FIELDS[f"{name}.{key}"]
-                if values.pop(key) != default:   # older checkpoints record the default: they load
-                    raise ValueError(f"config field {name}.{key} was removed (issue 31): {why}")
+                value = values.pop(key)
+                if _same_kind(value, default) and value == default:
+                    continue
+                if saved and f"{name}.{key}" in TRAINING_RECORD and _same_kind(value, default):
+                    continue
+                raise ValueError(f"config field {name}.{key} = {value!r} was removed (issue 31): {why}")
+            if saved:
+                for key, value in SAVED_DEFAULTS.get(name, {}).items():
+                    values.setdefault(key, value)
             names = {f.name for f in dataclasses.fields(part_cls)}
             bad = sorted(map(str, set(values) - names))
             if bad:
@@ -573,9 +448,24 @@ class MuZeroConfig:
         return MuZeroConfig.from_dict(data)
 
 
-# Fields of play-time options issue 18 measured and did not choose (issue 31 removed them; their
-# numbers: baselines/muzero/README.md): field -> (the value older checkpoints record, why).
+def _same_kind(value: Any, default: Any) -> bool:
+    """Whether ``value`` has the type of ``default`` (an int where a float is recorded too)."""
+    if isinstance(default, bool) or isinstance(default, str):
+        return type(value) is type(default)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_LEARNED = "removed with muzero:DIR (the search over the learned model); the simulator search has its own settings, simulator.*"
+VERSION_1 = ("the version-1 trainer (MuZero's self-play over the learned model, its teacher and its per-action "
+             "targets) was removed by issue 31; train network.version=2 with train.label_fraction=1 (the "
+             "defaults); version-1 checkpoints still play muzero-sim:DIR")
+_DYNAMICS = ("the learned-dynamics mode (issue 18, step 6) was removed with muzero:DIR by issue 31; train "
+             "network.version=2 with train.label_fraction=1 and play muzero-sim:DIR or muzero-pol:DIR")
+
+# Fields issue 31 removed: field -> (the value that has the behaviour the code keeps, which older
+# checkpoints record; why it went and what to use instead). Their numbers: baselines/muzero/README.md.
 REMOVED_FIELDS = {
+    # play-time options issue 18 measured and did not choose
     "search.departure_margin": (0.0, "a departure margin at play time was not chosen; the policy's margin is "
                                      "simulator.policy_margin"),
     "search.ensemble": ("mean", "ensembles of checkpoints were removed; play one checkpoint"),
@@ -587,4 +477,36 @@ REMOVED_FIELDS = {
     "simulator.then_share": (0.5, "removed with simulator.then"),
     "simulator.keep_xla": (True, "the simulator search always returns the best completion it has seen, "
                                  "XLA-like's own among them"),
+    # the search over the learned model (muzero:DIR)
+    "search.algorithm": ("gumbel", _LEARNED),
+    "search.num_simulations": (16, _LEARNED),
+    "search.eval_simulations": (32, _LEARNED + "; muzero-sim:DIR,sims=N"),
+    "search.max_considered": (8, _LEARNED),
+    "search.gumbel_scale": (1.0, _LEARNED),
+    "search.c_visit": (50.0, _LEARNED + " (simulator.c_visit)"),
+    "search.c_scale": (0.1, _LEARNED + " (simulator.c_scale)"),
+    "search.min_q_span": (0.0, _LEARNED),
+    "search.frame": ("return", _LEARNED),
+    "search.pb_c_init": (1.25, _LEARNED),
+    "search.pb_c_base": (19652.0, _LEARNED),
+    "search.dirichlet_alpha": (0.3, _LEARNED),
+    "search.exploration_fraction": (0.25, _LEARNED),
+    "search.temperature": (1.0, _LEARNED),
+    "search.discount": (1.0, _LEARNED),
+    # the version-1 trainer (self-play over the learned model), and the learned dynamics of version 2
+    **{f"train.{name}": (default, VERSION_1) for name, default in (
+        ("num_actors", 16), ("unroll_steps", 5), ("td_steps", 10), ("value_loss_weight", 0.25),
+        ("consistency_weight", 0.5), ("priority_alpha", 0.6), ("priority_beta", 0.4),
+        ("reanalyse_fraction", 0.0), ("teacher_fraction", 0.0), ("teacher_temperature", 0.0),
+        ("teacher_epsilon", 0.0), ("teacher_margin", 0.0), ("action_value_weight", 0.0),
+        ("action_value_actions", 4), ("reward_mode", "dense"), ("self_competition_ema", 0.9),
+        ("self_competition_temperature", 0.01))},
+    "train.dynamics_weight": (0.0, _DYNAMICS),
 }
+# removed fields that only record how a checkpoint was trained (or searched over its learned
+# model): a checkpoint's own config may hold any value of them (MuZeroConfig.from_dict(saved=True))
+TRAINING_RECORD = frozenset(k for k, (_, why) in REMOVED_FIELDS.items() if why in (VERSION_1, _DYNAMICS)
+                            or why.startswith(_LEARNED))
+# fields that checkpoints written before they existed lack, with the value they had then (their
+# defaults changed with issue 31: version 2 and labelled games are the trainer's defaults now)
+SAVED_DEFAULTS = {"network": {"version": 1}, "train": {"label_fraction": 0.0}}

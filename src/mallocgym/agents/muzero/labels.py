@@ -32,7 +32,6 @@ The rules that use the network's advantage head:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -42,7 +41,7 @@ from ...heuristics import complete
 from ...scenarios import Scenario
 from ..search import CompletionScorer
 from .config import MuZeroConfig
-from .mcts import effective_legal, xla_move
+from .model import effective_legal, xla_move
 from .game import make_env
 from .networks import OBS_KEYS, stack_obs
 
@@ -99,46 +98,9 @@ def expert_targets(*, num_actions: int, actions: np.ndarray, base: int, final: f
     return legal, pi, residual, advantage
 
 
-@dataclass
-class LabelledTrajectory:
-    """The played game of a labelled game (issue 18, step 6: what the learned dynamics train
-    on), ``L`` positions, ``A`` actions.
-
-    Attributes:
-      obs: the observation at each position, ``{key: [L, ...]}`` (:data:`~.networks.OBS_KEYS`).
-      actions: ``int64[L]``, the move played (XLA-like's, or at a labelled position the
-        exploring best-scoring one).
-      rewards: ``float64[L]``, the exact step rewards (MallocGame's normalised reward: they sum
-        to the game's return ``1 - time / all-slow time``).
-      legal: ``bool[L, A]``, the legal moves (:func:`~.mcts.effective_legal`).
-      labelled: ``bool[L]``, the positions labelled (every move scored exactly).
-      policy: ``float32[L, A]``, the label policy (0 where not labelled).
-      residual: ``float32[L]``, the label residual (NaN where not labelled).
-      advantage: ``float32[L, A]``, exact advantages over XLA-like's move (``residual_scale``
-        units): every legal move's at a labelled position; elsewhere the played move's only,
-        0 (it is XLA-like's move); NaN where unknown.
-    """
-
-    obs: dict
-    actions: np.ndarray
-    rewards: np.ndarray
-    legal: np.ndarray
-    labelled: np.ndarray
-    policy: np.ndarray
-    residual: np.ndarray
-    advantage: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.actions)
-
-    def returns_to_go(self) -> np.ndarray:
-        """``float64[L]``: the sum of the step rewards from each position to the end."""
-        return np.cumsum(self.rewards[::-1])[::-1].copy()
-
-
 def base_move(legal: np.ndarray, base: int | None = None) -> int:
     """The move the labels and the policy measure against: ``base`` when given (MallocGame-v1:
-    xla-msa's move), else XLA-like's, :func:`~.mcts.xla_move` of ``legal``."""
+    xla-msa's move), else XLA-like's, :func:`~.model.xla_move` of ``legal``."""
     return xla_move(legal) if base is None else int(base)
 
 
@@ -147,7 +109,7 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
     """Version-2 targets ``(legal bool[A], policy float32[A], residual, advantage float32[A])``
     of a position from every move's exact completion time ``times[a]`` (seconds; only the
     ``legal`` entries are read). The base move is ``base`` (MallocGame-v1: xla-msa's move), by
-    default XLA-like's, :func:`~.mcts.xla_move` of ``legal``. See the module docstring for the
+    default XLA-like's, :func:`~.model.xla_move` of ``legal``. See the module docstring for the
     formulas."""
     legal = np.asarray(legal, bool)
     times = np.asarray(times, np.float64)
@@ -190,13 +152,10 @@ def label_decision(rng: np.random.Generator, p: float, legal: np.ndarray, base: 
     return base, targets
 
 
-def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator, *,
-               trajectory: bool = False) -> tuple[list[ExpertRecord], float, float]:
+def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator) -> tuple[list[ExpertRecord], float, float]:
     """One labelled game (module docstring): ``(records, return, XLA-like's return)``, returns
     normalised (``1 - time / all-slow time``). Draws the env seed, the positions labelled and
-    the exploring moves from ``rng``. MallocGame-v0 only (v1: :func:`.v1.label_game_v1`).
-    ``trajectory=True`` returns the played game too, a fourth item
-    (:class:`LabelledTrajectory`); the draws from ``rng`` are the same."""
+    the exploring moves from ``rng``. MallocGame-v0 only (v1: :func:`.v1.label_game_v1`)."""
     if config.env.game != "v0":
         raise ValueError("label_game plays MallocGame-v0; a MallocGame-v1 config is labelled by "
                          "mallocgym.agents.muzero.v1.label_game_v1")
@@ -209,40 +168,15 @@ def label_game(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generato
     scorer = CompletionScorer(st, env.k)
     p = min(1.0, t.label_positions / max(int(st.size.shape[0]), 1))
     records: list[ExpertRecord] = []
-    played: list[tuple] = []   # trajectory=True: (obs, legal, action, reward, index of its record or -1)
     done = False
     info: dict = {}
     while not done:
         legal = effective_legal(stack_obs([obs]), prune_no_benefit=config.search.prune_no_benefit)[0]
-        before = len(records)
         action, targets = label_decision(rng, p, legal, xla_move(legal), lambda: scorer(env.sim_state)[0], config)
         if targets is not None:
             records.append(ExpertRecord({key: np.array(obs[key]) for key in OBS_KEYS}, *targets))
-        previous = obs
-        obs, reward, done, _, info = env.step(action)
-        if trajectory:
-            played.append((previous, legal, action, float(reward), before if len(records) > before else -1))
-    result = (records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow)
-    return result + (_trajectory(played, records),) if trajectory else result
-
-
-def _trajectory(played: list[tuple], records: list[ExpertRecord]) -> LabelledTrajectory:
-    """The :class:`LabelledTrajectory` of a labelled game's moves (``label_game``'s ``played``)."""
-    n, a = len(played), len(played[0][1])
-    legal = np.array([m[1] for m in played], bool).reshape(n, a)
-    actions = np.array([m[2] for m in played], np.int64)
-    labelled = np.array([m[4] >= 0 for m in played], bool)
-    policy = np.zeros((n, a), np.float32)
-    residual = np.full(n, np.nan, np.float32)
-    advantage = np.full((n, a), np.nan, np.float32)
-    advantage[np.arange(n), actions] = 0.0   # XLA-like's move wherever the position is not labelled
-    for i, m in enumerate(played):
-        if m[4] >= 0:
-            r = records[m[4]]
-            policy[i], residual[i], advantage[i] = r.policy, r.residual, r.advantage
-    return LabelledTrajectory({key: np.stack([np.asarray(m[0][key]) for m in played]) for key in OBS_KEYS},
-                              actions, np.array([m[3] for m in played], np.float64), legal, labelled,
-                              policy, residual, advantage)
+        obs, _, done, _, info = env.step(action)
+    return records, 1.0 - float(info["time"]) / slow, 1.0 - xla_time / slow
 
 
 def predicted_gain(advantage: np.ndarray, legal: np.ndarray, base: int | None = None) -> tuple[float, int]:

@@ -10,11 +10,12 @@ future are unknown.
 - prediction ``(latent, cands) -> (policy logits [B, K + 1], value logits [B, 2 Sv + 1])``: the
   policy is pointer-style, one shared head scoring each candidate embedding against the latent,
   plus a skip logit from the latent;
-- dynamics ``(latent, cands, action) -> (latent', cands', reward logits [B, 2 Sr + 1])``: the
-  action is embedded as the chosen candidate's embedding, or a learned skip embedding.
+- version 2: an advantage head (pointer-style, like the policy) and a scalar residual head.
 
-Values and rewards are categorical over h-scaled supports (:mod:`.transforms`), in units of
-``reward_scale`` x MallocGame's normalised reward.
+Values are categorical over an h-scaled support (:mod:`.transforms`), in units of
+``reward_scale`` x MallocGame's normalised reward. The dynamics and reward head of MuZero's
+learned model are still built, untrained since issue 31 removed the search over them
+(``muzero:DIR``), so that every checkpoint loads and a seed draws the same initial weights.
 """
 
 from __future__ import annotations
@@ -106,13 +107,12 @@ def obs_to_tensors(obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 
 class NetOutput(NamedTuple):
-    """One network call's results (``reward_logits`` is None for the initial inference)."""
+    """One network call's results."""
 
     latent: torch.Tensor          # [B, H]
     cands: torch.Tensor           # [B, K, C]
     policy_logits: torch.Tensor   # [B, K + 1]
     value_logits: torch.Tensor    # [B, 2 Sv + 1]
-    reward_logits: torch.Tensor | None = None  # [B, 2 Sr + 1]
 
 
 def _mlp(sizes: list[int], *, last_activation: bool = False) -> nn.Sequential:
@@ -124,13 +124,8 @@ def _mlp(sizes: list[int], *, last_activation: bool = False) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """Identity forward; multiplies the gradient by ``scale`` (MuZero's 0.5 at each unroll)."""
-    return x * scale + x.detach() * (1.0 - scale)
-
-
 class MuZeroNet(nn.Module):
-    """Representation, dynamics and prediction networks for MallocGame (see module docstring)."""
+    """Representation and prediction networks for MallocGame (see module docstring)."""
 
     def __init__(self, spec: ObsSpec, config: NetworkConfig):
         super().__init__()
@@ -151,7 +146,7 @@ class MuZeroNet(nn.Module):
         self.skip = spec.game != "v1"  # v1: SLOW is a pointer row like every action
         self.skip_head = _mlp([h, h // 2, 1]) if self.skip else None
         self.value_head = _mlp([h, h, self.value_support.n])
-        # dynamics
+        # MuZero's dynamics (untrained since issue 31; the module docstring says why they stay)
         self.skip_embedding = nn.Parameter(torch.zeros(c))
         self.transition = _mlp([h + c, h, h])
         self.dyn_norm = nn.LayerNorm(h)
@@ -165,7 +160,6 @@ class MuZeroNet(nn.Module):
             self.advantage_pointer = _mlp([h + c, h // 2, 1])
             self.advantage_skip = _mlp([h, h // 2, 1]) if self.skip else None
 
-    # ---------------------------------------------------------------- the three functions
     def represent(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(latent [B, H], cands [B, K, C])`` of a batched observation."""
         spec = self.spec
@@ -192,16 +186,6 @@ class MuZeroNet(nn.Module):
             logits = torch.cat([logits, self.skip_head(latent)], dim=-1)
         return logits, self.value_head(latent)
 
-    def dynamics(self, latent: torch.Tensor, cands: torch.Tensor,
-                 action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(latent', cands', reward logits)`` after ``action [B]`` (int64; ``K`` = skip)."""
-        b, k, c = cands.shape
-        padded = torch.cat([cands, self.skip_embedding.expand(b, 1, c)], dim=1)
-        chosen = padded[torch.arange(b), action.long()]
-        x = torch.cat([latent, chosen], dim=-1)
-        nxt = self.dyn_norm(latent + self.transition(x))
-        return nxt, self.decoder(nxt).reshape(b, k, c), self.reward_head(x)
-
     def expert(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Version 2 only: ``(policy logits [B, K + 1], residual [B], advantage [B, K + 1])`` of a
         batched observation (residual and advantage in ``network.residual_scale`` units)."""
@@ -213,8 +197,8 @@ class MuZeroNet(nn.Module):
         return policy, residual, advantage
 
     def heads(self, latent: torch.Tensor, cands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Version 2 only: ``(advantage [B, K + 1], residual [B])`` read from a model state (a real
-        observation's encoding or an unrolled one; :meth:`expert` without the representation)."""
+        """Version 2 only: ``(advantage [B, K + 1], residual [B])`` read from a model state
+        (:meth:`expert` without the representation)."""
         b, k, _ = cands.shape
         keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
         advantage = self.advantage_pointer(keyed).squeeze(-1)
@@ -222,15 +206,8 @@ class MuZeroNet(nn.Module):
             advantage = torch.cat([advantage, self.advantage_skip(latent)], dim=-1)
         return advantage, self.residual_head(latent).squeeze(-1)
 
-    # ---------------------------------------------------------------- MuZero's two entry points
     def initial_inference(self, obs: dict[str, torch.Tensor]) -> NetOutput:
-        """Representation then prediction (the root of a search)."""
+        """Representation then prediction."""
         latent, cands = self.represent(obs)
         policy, value = self.predict(latent, cands)
         return NetOutput(latent, cands, policy, value)
-
-    def recurrent_inference(self, latent: torch.Tensor, cands: torch.Tensor, action: torch.Tensor) -> NetOutput:
-        """Dynamics then prediction (one step inside a search or an unroll)."""
-        nxt, nxt_cands, reward = self.dynamics(latent, cands, action)
-        policy, value = self.predict(nxt, nxt_cands)
-        return NetOutput(nxt, nxt_cands, policy, value, reward)

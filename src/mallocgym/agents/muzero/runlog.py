@@ -1,5 +1,5 @@
-"""What a training run logs, shared by the local trainer (:mod:`.train`) and the Ray one
-(:mod:`.distributed`): the JSON-lines log and the log line's game statistics."""
+"""What a training run logs (:mod:`.train`): the JSON-lines log and how many positions its
+error lines score."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
-__all__ = ["HELDOUT_POSITIONS", "EVAL_POSITIONS", "DYNAMICS_EVAL_POSITIONS", "JsonLog", "game_stats"]
+__all__ = ["HELDOUT_POSITIONS", "EVAL_POSITIONS", "JsonLog"]
 
 HELDOUT_POSITIONS = 16_384   # version 2: the latest held-out positions kept for the error log
 EVAL_POSITIONS = 2_048       # ... of which (and of the replay's) this many are scored per log line
-DYNAMICS_EVAL_POSITIONS = 256   # train.dynamics_weight > 0: trajectory positions unrolled per log line, each set
 
 
 class JsonLog:
@@ -29,17 +26,3 @@ class JsonLog:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
-
-
-def game_stats(played, taught) -> dict:
-    """The log line's game statistics: mean returns of the ``played`` games (the search's own)
-    and how often they and the ``taught`` ones (the teacher's) beat XLA-like."""
-    out: dict = {}
-    if played:
-        out["return_mean"] = float(np.mean([e.ret for e in played]))
-        out["xla_return_mean"] = float(np.mean([e.xla_return for e in played]))
-        out["beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in played]))
-    if taught:
-        out["teacher_games"] = len(taught)
-        out["teacher_beats_xla_fraction"] = float(np.mean([e.ret > e.xla_return + 1e-12 for e in taught]))
-    return out

@@ -71,7 +71,7 @@ from ...features import v0 as features
 from ...heuristics import complete, decide
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import ExpertRecord, expert_targets, predicted_gain
-from .mcts import NetworkModel
+from .model import NetworkModel
 from .networks import OBS_KEYS
 
 __all__ = ["bounded_logits", "improved_policy", "SimulatorSearch"]

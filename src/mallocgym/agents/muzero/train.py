@@ -1,11 +1,12 @@
-"""Training mallocMuZero: self-play and learning in one process, under a wall-clock budget.
+"""Training mallocMuZero by expert iteration (:mod:`.expert`) under a wall-clock budget.
 
     mallocgym train muzero --suite default --minutes 30 --out runs/mz [--seed 0] [--resume]
                            [--scenario NAME ...] [--config FILE.json] [--set part.field=VALUE ...]
 
-Self-play (:mod:`.selfplay`) and the learner (:mod:`.learner`) alternate: after each batched
-move of the actors the learner owes ``replay_ratio * positions / batch_size`` updates (once the
-replay holds ``min_replay`` positions). ``DIR`` receives ``config.json``, ``checkpoint.pt``
+Games (labelled games, :mod:`.labels`, by default; the simulator search's with
+``train.label_fraction < 1``; in worker processes with ``train.label_workers``) and the learner
+alternate: each game's positions owe the learner ``replay_ratio * positions / batch_size``
+updates (once the replay holds ``min_replay`` positions). ``DIR`` receives ``config.json``, ``checkpoint.pt``
 (atomic, every ``checkpoint_every_s`` and at the end) and ``log.jsonl`` (one JSON object per
 line, flushed to disk as it is written; a resumed run appends). ``--resume`` continues from
 ``DIR``'s checkpoint with its config (the replay refills). ``DIR`` is created only once the
@@ -34,18 +35,21 @@ from ..._progress import Progress
 from ..._validate import read_json
 from ...scenarios import Scenario, resolve, suite
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from .config import MuZeroConfig
+from .config import VERSION_1, MuZeroConfig
+from .expert import POSITIVE_RESIDUAL, ExpertActor, ExpertLearner, ExpertReplay, finite_mean
 from .game import make_env
-from .learner import Learner
-from .mcts import NetworkModel
+from .model import NetworkModel
 from .networks import MuZeroNet, ObsSpec
-from .replay import Replay, nstep_returns
-from .runlog import DYNAMICS_EVAL_POSITIONS, EVAL_POSITIONS, HELDOUT_POSITIONS, JsonLog, game_stats
-from .selfplay import ScenarioSource, SelfPlay, make_generator
+from .runlog import EVAL_POSITIONS, HELDOUT_POSITIONS, JsonLog
+from .source import ScenarioSource, make_generator
 
 __all__ = ["train", "main", "build_parser"]
 
 MAX_SEED = 2**32 - 1
+RAY_REMOVED = ("train muzero --ray (the Ray trainer of MuZero's self-play) was removed by issue 31 with the "
+               "version-1 trainer; play labelled games in worker processes: --set train.label_workers=N")
+
+
 def _resume_weights(payload: dict, spec, net, learner) -> None:
     """Load a resumed run's network and optimiser, refusing one trained on other observations."""
     if payload["spec"] != spec:
@@ -53,6 +57,7 @@ def _resume_weights(payload: dict, spec, net, learner) -> None:
     net.load_state_dict(payload["model"])
     if payload.get("optimizer"):
         learner.optimizer.load_state_dict(payload["optimizer"])
+
 
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
@@ -95,109 +100,13 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         # the log goes back to the checkpoint: lines written after it (a killed run) are dropped
         saved = float(payload["progress"].get("elapsed_s", 0.0)) + 0.01
         truncate_jsonl(out / "log.jsonl", lambda r: float(r.get("elapsed_s", 0.0)) <= saved)
-    t = config.train
-    if config.network.version >= 2:
-        return _train_expert(config, payload, scenarios=scenarios, out=out, minutes=minutes, seed=seed,
-                             resume=resume, use_generator=use_generator, progress=progress)
-    children = np.random.SeedSequence(seed).spawn(t.num_actors + 1)
-    actor_rngs = [np.random.default_rng(c) for c in children[:-1]]
-    learner_rng = np.random.default_rng(children[-1])
-    torch.manual_seed(seed)
-    counters = {"env_steps": 0, "episodes": 0, "train_steps": 0, "elapsed_s": 0.0}
-    if payload is not None:
-        counters.update({k: payload["progress"].get(k, v) for k, v in counters.items()})
-        states = payload["rng"].get("actors", [])
-        for rng, state in zip(actor_rngs, states):
-            _set_rng_state(rng, state)
-        if "learner" in payload["rng"]:
-            _set_rng_state(learner_rng, payload["rng"]["learner"])
-        if "torch" in payload["rng"]:
-            torch.set_rng_state(payload["rng"]["torch"])
-
-    generator = (make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
-                 if use_generator else None)
-    source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
-    selfplay = SelfPlay(config, source, actor_rngs)
-    spec = ObsSpec.from_env(selfplay.actors[0].env)
-    net = MuZeroNet(spec, config.network)
-    learner = Learner(net, config, learner_rng)
-    if payload is not None:
-        _resume_weights(payload, spec, net, learner)
-        selfplay.baselines.update(payload["extra"].get("baselines", {}))
-    learner.steps = int(counters["train_steps"])
-    net.eval()
-    model = NetworkModel(net)
-    replay = Replay(t.replay_capacity, spec, alpha=t.priority_alpha, beta=t.priority_beta)
-    out.mkdir(parents=True, exist_ok=True)  # the first write into the run folder
-    with atomic_write(out / "config.json") as handle:
-        handle.write(config.to_json() + "\n")
-    log = JsonLog(out / "log.jsonl")
-    log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes,
-               "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
-               "parameters": sum(p.numel() for p in net.parameters()), **counters})
-
-    def checkpoint(elapsed: float) -> None:
-        save_checkpoint(out, net=net, config=config, optimizer=learner.optimizer,
-                        progress={**counters, "elapsed_s": elapsed},
-                        rng={"actors": [_rng_state(a.rng) for a in selfplay.actors],
-                             "learner": _rng_state(learner_rng), "torch": torch.get_rng_state()},
-                        extra={"baselines": dict(selfplay.baselines)})
-
-    budget = minutes * 60.0
-    begin = time.perf_counter()
-    base_elapsed = float(counters["elapsed_s"])
-    last_log = last_ckpt = begin
-    owed = 0.0
-    recent: deque = deque(maxlen=200)
-    losses: list[dict] = []
-    last_losses: list[dict] = []
-    with graceful_stop() as stop, Progress(round(budget), "muzero", enabled=progress, unit="s") as bar:
-        while True:
-            now = time.perf_counter()
-            if now - begin >= budget or stop:  # Ctrl-C/SIGTERM: checkpoint as at the end
-                break
-            for record, episode in selfplay.step(model):
-                z = nstep_returns(record.rewards, record.values, t.td_steps, config.search.discount)
-                replay.add(record, np.abs(z - record.values))
-                counters["episodes"] += 1
-                recent.append(episode)
-            counters["env_steps"] += t.num_actors
-            if replay.size >= max(t.min_replay, 1):
-                owed += t.num_actors * t.replay_ratio / t.batch_size
-                while owed >= 1.0:
-                    parts = learner.step(replay)
-                    if not all(math.isfinite(v) for v in parts.as_dict().values()):
-                        raise FloatingPointError(f"non-finite loss at train step {learner.steps}: {parts.as_dict()}")
-                    losses.append(parts.as_dict())
-                    owed -= 1.0
-                counters["train_steps"] = learner.steps
-            now = time.perf_counter()
-            elapsed = now - begin
-            if now - last_log >= t.log_every_s:
-                last_log = now
-                record = _summary(counters, base_elapsed + elapsed, replay, recent, losses)
-                log.write({"event": "progress", **record})
-                if losses:
-                    last_losses, losses = losses, []
-                label = (f"steps {counters['env_steps']} train {counters['train_steps']} "
-                         f"ret {record.get('return_mean', float('nan')):.3f} vs xla {record.get('xla_return_mean', float('nan')):.3f}")
-                bar.update(label, done=min(round(elapsed), round(budget)))
-            if now - last_ckpt >= t.checkpoint_every_s:
-                last_ckpt = now
-                checkpoint(base_elapsed + elapsed)
-        elapsed = time.perf_counter() - begin
-        counters["elapsed_s"] = base_elapsed + elapsed
-        checkpoint(counters["elapsed_s"])
-        bar.update("done", done=round(budget))
-    summary = _summary(counters, counters["elapsed_s"], replay, recent, losses or last_losses)
-    summary["checkpoint"] = str(checkpoint_path(out))
-    if stop:
-        summary["interrupted"] = True
-    log.write({"event": "end", **summary})
-    return summary
+    if config.network.version < 2:
+        raise ValueError(f"network.version = 1: {VERSION_1}")
+    return _train_expert(config, payload, scenarios=scenarios, out=out, minutes=minutes, seed=seed,
+                         resume=resume, use_generator=use_generator, progress=progress)
 
 
-def _to_device(net: torch.nn.Module, learner: Learner, device: str) -> None:
+def _to_device(net: torch.nn.Module, learner: ExpertLearner, device: str) -> None:
     """Move the network and the optimiser's state (a resumed run's) to ``device``
     (``train.device``); one clear error where it is not available."""
     if device == "cuda" and not torch.cuda.is_available():
@@ -211,8 +120,7 @@ def _to_device(net: torch.nn.Module, learner: Learner, device: str) -> None:
 
 def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequence[Scenario], out: Path,
                   minutes: float, seed: int, resume: bool, use_generator: bool, progress: bool) -> dict:
-    """:func:`train` for ``network.version = 2``: expert iteration on the simulator search
-    (:mod:`.expert`), one game at a time. Each log line holds the loss parts, and with
+    """:func:`train`'s loop: expert iteration (:mod:`.expert`), one game at a time. Each log line holds the loss parts, and with
     ``train.heldout_fraction > 0`` the mean absolute residual error on replay positions
     and on held-out games' positions (``train_residual_error``, ``heldout_residual_error``: the
     same number of each, drawn uniformly), side by side."""
@@ -233,8 +141,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     generator = (make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
                  if use_generator else None)
     source = ScenarioSource(list(scenarios), generator, t.generator_fraction)
-    from .expert import POSITIVE_RESIDUAL, ExpertActor, ExpertLearner, ExpertReplay, finite_mean
-
     first = source.scenarios[0] if source.scenarios else source.generator(np.random.default_rng(0))
     spec = ObsSpec.from_env(make_env(first, config))
     net = MuZeroNet(spec, config.network)
@@ -255,12 +161,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
         actor = ExpertActor(config, source, actor_rng, model)
     replay = ExpertReplay(t.replay_capacity, spec, positive_weight=t.positive_weight)
     heldout = ExpertReplay(HELDOUT_POSITIONS, spec, positive_weight=1.0)
-    trajectories = heldout_trajectories = None   # train.dynamics_weight > 0 (issue 18, step 6): played moves
-    if t.dynamics_weight > 0:
-        from .expert import TrajectoryReplay
-
-        trajectories = TrajectoryReplay(t.replay_capacity, spec, reward_scale=config.network.reward_scale)
-        heldout_trajectories = TrajectoryReplay(HELDOUT_POSITIONS, spec, reward_scale=config.network.reward_scale)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "config.json") as handle:
         handle.write(config.to_json() + "\n")
@@ -295,16 +195,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
             rec["heldout_residual_error"] = learner.residual_error(heldout, held_idx)
             rec["train_positive_fraction"] = float(np.mean(replay.residual[train_idx] > POSITIVE_RESIDUAL))
             rec["heldout_positive_fraction"] = float(np.mean(heldout.residual[held_idx] > POSITIVE_RESIDUAL))
-        if trajectories is not None and trajectories.size and heldout_trajectories.size:
-            # the dynamics loss parts on as many train and held-out trajectory positions (uniform)
-            from .expert import dynamics_loss
-
-            n = min(DYNAMICS_EVAL_POSITIONS, trajectories.size, heldout_trajectories.size)
-            net.eval()
-            with torch.no_grad():
-                for name, store in (("train", trajectories), ("heldout", heldout_trajectories)):
-                    idx = eval_rng.choice(np.flatnonzero(store.weight > 0), size=n, replace=False)
-                    rec[f"{name}_dynamics"] = dynamics_loss(net, store, idx, config)[1]
         return rec
 
     budget = minutes * 60.0
@@ -323,13 +213,6 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
                     continue
             else:
                 records, held, game = actor.step()
-            if game is not None and game.trajectory is not None:
-                if trajectories is not None and not held:
-                    trajectories.add_trajectory(game.trajectory)
-                    counters["trajectory_positions"] = counters.get("trajectory_positions", 0) + len(game.trajectory)
-                elif trajectories is not None and len(game.trajectory) <= HELDOUT_POSITIONS:
-                    heldout_trajectories.add_trajectory(game.trajectory)
-                game.trajectory = None   # stored (or held out): not kept in the log's game window
             counters["env_steps"] += 1
             if held:
                 counters["heldout_positions"] += heldout.add(records)
@@ -339,7 +222,7 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
                 if replay.size >= max(t.min_replay, 1):
                     owed += added * t.replay_ratio / t.batch_size
             while owed >= 1.0:
-                parts = learner.step(replay, trajectories)
+                parts = learner.step(replay)
                 if not all(math.isfinite(v) for k, v in parts.items() if not k.endswith("_mae")):
                     raise FloatingPointError(f"non-finite loss at train step {learner.steps}: {parts}")
                 losses.append(parts)
@@ -370,20 +253,11 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     return summary
 
 
-def _summary(counters: dict, elapsed: float, replay: Replay, recent, losses: list[dict]) -> dict:
-    out = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size}
-    out.update(game_stats([e for e in recent if not e.teacher],   # games of the search over the learned model
-                          [e for e in recent if e.teacher]))
-    if losses:
-        out["losses"] = {k: float(np.mean([d[k] for d in losses])) for k in losses[0]}
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     from ..._args import Parser
 
     p = Parser(prog="mallocgym train muzero",
-                                description="Train mallocMuZero by self-play under a wall-clock budget.")
+                                description="Train mallocMuZero by expert iteration under a wall-clock budget.")
     p.add_argument("--suite", help="suite whose --split is played (default: default; not with --scenario)")
     p.add_argument("--split", choices=["train", "test"],
                    help="split of --suite (default: train; as `train sb3 --split`); not with --scenario")
@@ -400,19 +274,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config field, e.g. search.num_simulations=8 (repeatable)")
     p.add_argument("--no-generator", action="store_true", help="train on the suite's scenarios only")
     p.add_argument("--quiet", "--no-progress", dest="no_progress", action="store_true", help="no progress bar")
-    p.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
-                   help="self-play actors and the learner as Ray actors (the [ray] extra) on the cluster at ADDRESS "
-                        "(auto, HOST:PORT, ray://HOST:PORT; none: a local Ray); see docs/muzero.md")
-    p.add_argument("--ray-actors", type=int, metavar="N", help="self-play actors with --ray (default: 1)")
+    p.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS", help=argparse.SUPPRESS)   # RAY_REMOVED
+    p.add_argument("--ray-actors", type=int, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--env", choices=["v0", "v1"],
-                   help="the game (default: v0, or the --config file's env.game); v1 (MallocGame-v1, issue 18 "
-                        "step 7) needs --set network.version=2 --set train.label_fraction=1")
+                   help="the game (default: v0, or the --config file's env.game); v1 (MallocGame-v1) trains on "
+                        "labelled games only (train.label_fraction=1, the default)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """``mallocgym train muzero ...``; bad input raises ``ValueError`` (one line from the CLI)."""
     args = build_parser().parse_args(argv)
+    if args.ray is not None or args.ray_actors is not None:
+        raise ValueError(RAY_REMOVED)
     if not (args.minutes > 0 and math.isfinite(args.minutes)):
         raise ValueError(f"--minutes must be > 0 and finite, got {args.minutes}")
     if not 0 <= args.seed <= MAX_SEED:
@@ -432,10 +306,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and (args.config or args.set or args.env):
         raise ValueError("--resume continues with the checkpoint's config (its game included); "
                          "drop --config/--set/--env")
-    if config.train.dynamics_weight > 0 and (args.ray is not None or args.ray_actors is not None):
-        raise ValueError("train.dynamics_weight > 0 (the learned dynamics) trains in one process; drop --ray")
-    if config.env.game == "v1" and (args.ray is not None or args.ray_actors is not None):
-        raise ValueError("--ray trains on MallocGame-v0 only; drop --ray with --env v1")
     if args.scenario and (args.suite is not None or args.split is not None):
         raise ValueError("--scenario replaces the suite's split as training data; drop --suite/--split")
     if args.scenario:
@@ -444,13 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         scenarios = suite(args.suite if args.suite is not None else "default", args.split or "train")
         use_generator = not args.no_generator
-    if args.ray is not None or args.ray_actors is not None:   # ray is imported only here (.distributed)
-        from .distributed import main_ray
-
-        summary = main_ray(args, config, scenarios, use_generator)
-    else:
-        summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
-                        resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
+    summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
+                    resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
     print(json.dumps(summary, indent=1, sort_keys=True))
     if summary.get("interrupted"):
         print(f"mallocgym: interrupted; checkpoint saved in {args.out} (continue with --resume)", file=sys.stderr)

@@ -183,7 +183,7 @@ def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None)
 
 
 def network_advantage(model) -> AdvantageFn:
-    """The advantage head of a version-2 network (:class:`.mcts.NetworkModel`) as an
+    """The advantage head of a version-2 network (:class:`.model.NetworkModel`) as an
     ``advantage_fn`` of :func:`play_v1` (one network call per decision)."""
 
     def advantage(env, obs, legal, base):

@@ -36,7 +36,7 @@ def _start_worker(config: dict, scenarios: list[Scenario], use_generator: bool) 
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the trainer's: it checkpoints and ends the pool
     torch.set_num_threads(1)
-    from .selfplay import ScenarioSource, make_generator
+    from .source import ScenarioSource, make_generator
 
     cfg = MuZeroConfig.from_dict(config)
     t = cfg.train

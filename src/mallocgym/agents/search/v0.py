@@ -24,8 +24,7 @@ XLA-like.
   the child with the best completion found below it and reuse its subtree. With ``pace=1`` (and
   a ``time_limit``) a decision runs at least ``simulations`` and goes on while its share of the
   time left (:func:`pace_allowance`) is not spent, instead of a fixed count that may end the
-  game early or late. mallocMuZero's ``muzero-sim:DIR,tree=uct`` plays this same search with
-  the children of every position created in the network's order (:mod:`.muzero.ordered`).
+  game early or late.
 
 **The canonical decision mode** (``order=canonical`` in any of the three specs,
 ``rollout:order=canonical``): the same three searches play MallocGame-v0's canonical mode
@@ -256,8 +255,8 @@ class CompletionScorer:
     ``inf`` for an illegal action; ``best`` is the rollout's move, the first minimum with
     XLA-like's own action first (so XLA-like's action on ties). ``state`` is untouched. Given
     ``step_times`` (``float[K + 1]``), it also writes there the program time right after each
-    legal action, before the completion (``inf``: illegal). Used as mallocMuZero's training
-    teacher (:mod:`mallocgym.agents.muzero.selfplay`).
+    legal action, before the completion (``inf``: illegal). Used by mallocMuZero's labelled
+    games (:mod:`mallocgym.agents.muzero.labels`).
     """
 
     def __init__(self, st: sim.Static, k: int):
