@@ -1,5 +1,7 @@
 """Network shapes and the pointer-style policy: candidates are a set whose slots are actions."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -37,6 +39,25 @@ def test_shapes(net):
     assert logits.shape == (3, 5) and residual.shape == (3,) and advantage.shape == (3, 5)
 
 
+def test_advantage_alone_is_experts_advantage(net):
+    """The policy's and the search's per-decision call runs only the advantage head: the same
+    numbers as the full expert call, bit for bit, with and without the skip row, and through
+    the float64 wrapper the agents use."""
+    from mallocgym.agents.muzero.model import NetworkModel
+    obs = batch()
+    with torch.no_grad():
+        _, _, full = net.expert(obs_to_tensors(obs))
+        alone = net.advantage(obs_to_tensors(obs))
+    assert alone.shape == (3, 5)
+    assert torch.equal(alone, full)
+    np.testing.assert_array_equal(NetworkModel(net).advantage(obs), NetworkModel(net).expert(obs)[2])
+    torch.manual_seed(0)
+    v1_game = MuZeroNet(dataclasses.replace(SPEC, game="v1"), net.config).eval()
+    with torch.no_grad():
+        assert torch.equal(v1_game.advantage(obs_to_tensors(obs)), v1_game.expert(obs_to_tensors(obs))[2])
+        assert v1_game.advantage(obs_to_tensors(obs)).shape == (3, 4)   # SLOW is a pointer row: no skip
+
+
 def test_policy_is_equivariant_to_candidate_order(net):
     obs = batch()
     perm = np.array([2, 0, 3, 1])
@@ -59,4 +80,6 @@ def test_a_version_1_network_has_no_version_2_heads():
     v1 = MuZeroNet(SPEC, NetworkConfig(hidden=32, candidate_hidden=16, memory_hidden=8, version=1)).eval()
     with pytest.raises(ValueError, match="no residual and advantage heads"):
         v1.expert(obs_to_tensors(batch()))
+    with pytest.raises(ValueError, match="no residual and advantage heads"):
+        v1.advantage(obs_to_tensors(batch()))
     assert not any(name.startswith(("residual_head", "advantage_")) for name in v1.state_dict())

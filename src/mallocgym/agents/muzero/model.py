@@ -40,6 +40,13 @@ class NetworkModel:
         return logits.double().numpy(), residual.double().numpy(), advantage.double().numpy()
 
 
+    @torch.inference_mode()
+    def advantage(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """Version-2 networks: the advantage ``[B, A]`` alone as float64 (:meth:`MuZeroNet.advantage`,
+        the same numbers as :meth:`expert`'s third output for less work)."""
+        return self.net.advantage(obs_to_tensors(obs)).double().numpy()
+
+
 def effective_legal(obs: dict[str, np.ndarray], *, prune_no_benefit: bool) -> np.ndarray:
     """``bool[B, A]`` legal actions: the env's mask, minus placements of buffers that would save
     nothing now when ``prune_no_benefit``."""

@@ -196,15 +196,25 @@ class MuZeroNet(nn.Module):
         advantage, residual = self.heads(latent, cands)
         return policy, residual, advantage
 
+    def advantage(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Version 2 only: the advantage ``[B, K + 1]`` of :meth:`expert` alone (what the policy and
+        the learned search read at each decision: no policy, value or residual head run)."""
+        if self.config.version < 2:
+            raise ValueError("this network has no residual and advantage heads (network.version 1)")
+        return self._advantage(*self.represent(obs))
+
     def heads(self, latent: torch.Tensor, cands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Version 2 only: ``(advantage [B, K + 1], residual [B])`` read from a model state
         (:meth:`expert` without the representation)."""
+        return self._advantage(latent, cands), self.residual_head(latent).squeeze(-1)
+
+    def _advantage(self, latent: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
         b, k, _ = cands.shape
         keyed = torch.cat([latent.unsqueeze(1).expand(b, k, latent.shape[-1]), cands], dim=-1)
         advantage = self.advantage_pointer(keyed).squeeze(-1)
         if self.skip:
             advantage = torch.cat([advantage, self.advantage_skip(latent)], dim=-1)
-        return advantage, self.residual_head(latent).squeeze(-1)
+        return advantage
 
     def initial_inference(self, obs: dict[str, torch.Tensor]) -> NetOutput:
         """Representation then prediction."""

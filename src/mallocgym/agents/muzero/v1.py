@@ -187,8 +187,7 @@ def network_advantage(model) -> AdvantageFn:
     ``advantage_fn`` of :func:`play_v1` (one network call per decision)."""
 
     def advantage(env, obs, legal, base):
-        _, _, adv = model.expert(stack_obs([adapt_obs(obs)]))
-        return adv[0]
+        return model.advantage(stack_obs([adapt_obs(obs)]))[0]
 
     return advantage
 
