@@ -109,11 +109,15 @@ State1 = namedtuple("State1", [
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint
-    "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in start order,
-    "rs_end",        #   issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
-    "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op. Every
-    "rs_count",      #   prefetch is added as it is decided, so MSA's choice (the env's MSA action) is a
-    "rs_delay",      #   function of the state.
+    "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in the order
+    "rs_end",        #   added, issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
+    "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op; their
+    "rs_count",      #   start order a linked list (rs_next[S], rs_first / rs_last[T+1] per start op + 1,
+    "rs_delay",      #   rs_tree: an OR tree over the start ops). Every prefetch is added as it is decided,
+    "rs_next",       #   so MSA's choice (the env's MSA action) is a function of the state.
+    "rs_first",
+    "rs_last",
+    "rs_tree",
     "counters",      # int64[11]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
                      #   touches, the chunk index's bucket width and registrations used, how many of
@@ -324,7 +328,9 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
         blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
-        rs_delay=np.zeros(t + 1), counters=np.zeros(11, np.int64), totals=np.zeros(3),
+        rs_delay=np.zeros(t + 1), rs_next=np.full(s, -1, np.int64), rs_first=np.full(t + 1, -1, np.int64),
+        rs_last=np.full(t + 1, -1, np.int64), rs_tree=np.zeros(copy_budget.tree_size(t), np.int8),
+        counters=np.zeros(11, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
@@ -414,6 +420,10 @@ def copy_into(src, dst):
     dst.rs_amount[:n] = src.rs_amount[:n]
     dst.rs_count[0] = n
     dst.rs_delay[:] = src.rs_delay
+    dst.rs_next[:n] = src.rs_next[:n]
+    dst.rs_first[:] = src.rs_first
+    dst.rs_last[:] = src.rs_last
+    dst.rs_tree[:] = src.rs_tree
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
 
