@@ -476,24 +476,50 @@ def flight_bytes(tree, p):
 
 
 @njit(cache=True)
+def _queue_pos(cp_start, cp_done, cp_key, n, start, done, key):
+    """The first of the ``n`` copies (in queue order) that comes after ``(start, done, key)``:
+    binary search."""
+    lo, hi = 0, n
+    while lo < hi:
+        m = (lo + hi) // 2
+        a = cp_start[m]
+        if a < start or (a == start and (cp_done[m] < done or (cp_done[m] == done and cp_key[m] <= key))):
+            lo = m + 1
+        else:
+            hi = m
+    return lo
+
+
+@njit(cache=True)
+def _shift(a, i, n, by):
+    """Move ``a[i:n]`` ``by`` (1 or -1) places, a block move (the copy lists are long in a large
+    program; the element loop that compared as it shifted cost a step O(copies) comparisons)."""
+    if by > 0:
+        for j in range(n, i, -1):
+            a[j] = a[j - 1]
+    else:
+        for j in range(i, n):
+            a[j - 1] = a[j]
+
+
+@njit(cache=True)
 def _add_copy(st, state, key, start, done, nbytes, kind):
     """Insert a copy, keeping the list in queue order ``(start, done, key)`` (a key is present at
-    most once)."""
+    most once); appended in append mode."""
     n = state.counters[N_COPIES]
-    i = n
-    while state.counters[CP_APPEND] == 0 and i > 0 and (state.cp_start[i - 1] > start or (state.cp_start[i - 1] == start and (
-            state.cp_done[i - 1] > done or (state.cp_done[i - 1] == done and state.cp_key[i - 1] > key)))):
-        state.cp_key[i] = state.cp_key[i - 1]
-        state.cp_start[i] = state.cp_start[i - 1]
-        state.cp_done[i] = state.cp_done[i - 1]
-        state.cp_bytes[i] = state.cp_bytes[i - 1]
-        state.cp_kind[i] = state.cp_kind[i - 1]
-        i -= 1
-    state.cp_key[i] = key
-    state.cp_start[i] = start
-    state.cp_done[i] = done
-    state.cp_bytes[i] = nbytes
-    state.cp_kind[i] = kind
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    i = n if state.counters[CP_APPEND] == 1 else _queue_pos(cp_start, cp_done, cp_key, n, start, done, key)
+    if i < n:
+        _shift(cp_key, i, n, 1)
+        _shift(cp_start, i, n, 1)
+        _shift(cp_done, i, n, 1)
+        _shift(cp_bytes, i, n, 1)
+        _shift(cp_kind, i, n, 1)
+    cp_key[i] = key
+    cp_start[i] = start
+    cp_done[i] = done
+    cp_bytes[i] = nbytes
+    cp_kind[i] = kind
     state.counters[N_COPIES] = n + 1
     state.totals[COPY_BYTES] += nbytes  # whole bytes: exact in float64
     _flight_add(state.cp_flight, start + 1, np.int64(nbytes))
@@ -502,23 +528,30 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
 
 
 @njit(cache=True)
-def _remove_copy(st, state, key):
+def _remove_copy(st, state, key, start, done):
+    """Remove the copy ``key`` (issued after ``start``, done before ``done``), if listed."""
     n = state.counters[N_COPIES]
-    i = n - 1
-    while i >= 0 and state.cp_key[i] != key:
-        i -= 1
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    i = -1
+    if state.counters[CP_APPEND] == 0:
+        j = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
+        if j >= 0 and cp_key[j] == key:
+            i = j
+    else:  # appended out of order: the copy was most likely just added
+        i = n - 1
+        while i >= 0 and cp_key[i] != key:
+            i -= 1
     if i < 0:
         return
-    _touch(state, state.cp_start[i] + 1)
-    state.totals[COPY_BYTES] -= state.cp_bytes[i]
-    _flight_add(state.cp_flight, state.cp_start[i] + 1, -np.int64(state.cp_bytes[i]))
-    _flight_add(state.cp_flight, state.cp_done[i] + 1, np.int64(state.cp_bytes[i]))
-    for j in range(i, n - 1):
-        state.cp_key[j] = state.cp_key[j + 1]
-        state.cp_start[j] = state.cp_start[j + 1]
-        state.cp_done[j] = state.cp_done[j + 1]
-        state.cp_bytes[j] = state.cp_bytes[j + 1]
-        state.cp_kind[j] = state.cp_kind[j + 1]
+    _touch(state, cp_start[i] + 1)
+    state.totals[COPY_BYTES] -= cp_bytes[i]
+    _flight_add(state.cp_flight, cp_start[i] + 1, -np.int64(cp_bytes[i]))
+    _flight_add(state.cp_flight, cp_done[i] + 1, np.int64(cp_bytes[i]))
+    _shift(cp_key, i + 1, n, -1)
+    _shift(cp_start, i + 1, n, -1)
+    _shift(cp_done, i + 1, n, -1)
+    _shift(cp_bytes, i + 1, n, -1)
+    _shift(cp_kind, i + 1, n, -1)
     state.counters[N_COPIES] = n - 1
 
 
@@ -1122,9 +1155,10 @@ def _drop_eviction(st, state, b):
     if state.ev_done[b] >= 0:
         c = state.ev_chunk[b]
         _set_hi(st, state, c, state.ev_base[b])
+        done = state.ev_done[b]
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
-        _remove_copy(st, state, st.seg_use.shape[0] + b)
+        _remove_copy(st, state, st.seg_use.shape[0] + b, st.def_op[b], done)
 
 
 @njit(cache=True)
