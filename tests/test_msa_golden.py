@@ -136,7 +136,10 @@ def test_complete_msa_equals_playing_msas_action_step_by_step(name, fraction):
         elif field in ("ix_nxt", "ix_cid"):
             n = int(a.counters[v1.IX_USED])
             assert np.array_equal(x[:n], y[:n]), field
-        elif field in ("rs_start", "rs_end", "rs_amount"):
+        elif field == "touched":  # the changed iterations listed since the last simulation (past them: scratch)
+            n = max(int(x[0]), 0)
+            assert x[0] == y[0] and np.array_equal(x[1:n + 1], y[1:n + 1]), field
+        elif field in ("rs_start", "rs_end", "rs_amount", "rs_next"):
             n = int(a.rs_count[0])
             assert np.array_equal(x[:n], y[:n]), field
         elif field.startswith("cp_"):  # the copies in queue order (past them: leftovers)

@@ -154,7 +154,8 @@ def test_copy_resource_fits_pushes_back_and_refuses_by_hand():
     res.fits(0, 6, 3.0)
     assert np.array_equal(res.bud.rs_delay, delay)  # a check consumes nothing
     res.add(0, 6, 3.0)
-    assert res.bud.rs_count[0] == 2 and res.bud.rs_start[:2].tolist() == [0, 2]  # kept in start order
+    assert res.bud.rs_count[0] == 2 and res.bud.rs_start[:2].tolist() == [2, 0]  # in the order added
+    assert res.bud.rs_start[copy_budget.in_order(res.bud)].tolist() == [0, 2]  # linked in start order
     # left over at the start of ops 1, 2 (the new copy) and 3, 4 (the pushed one: 1 + 1 s)
     assert res.bud.rs_delay[1:5].tolist() == [3.0, 2.0, 2.0, 1.0]
     # a later copy issued after op 3 waits for the 1 s still queued at op 4
@@ -179,7 +180,9 @@ def test_copy_resource_matches_msa_op_by_op(elapsed, copies):
             ref.add(start, end, amount)
             res.add(start, end, amount)
             assert res.bud.rs_delay.tolist() == ref.delay
-            assert res.bud.rs_start[:res.bud.rs_count[0]].tolist() == [c[0] for c in ref.copies]
+            order = copy_budget.in_order(res.bud)
+            assert [(res.bud.rs_start[i], res.bud.rs_end[i], res.bud.rs_amount[i]) for i in order] == [
+                tuple(c) for c in ref.copies]
 
 
 # ------------------------------------------------------------------------------ offsets

@@ -155,17 +155,14 @@ def _clip(x):
 @njit(cache=True)
 def _in_flight(st, state, table, k):
     """For each prefetch start ``p`` of the table: the bytes of copies (prefetches and evictions)
-    issued at or before op ``p`` and done after it, / capacity (clipped); one pass over the copies."""
+    issued at or before op ``p`` and done after it, / capacity (clipped); the state's Fenwick
+    tree of copy bytes answers each (:func:`mallocgym.sim.v1.flight_bytes`)."""
     n_st = table.starts.shape[0]
     flight = np.zeros(n_st)
-    for i in range(state.counters[v1.N_COPIES]):
-        for j in range(n_st):
-            p = table.starts[j]
-            if state.cp_start[i] <= p and state.cp_done[i] > p:
-                flight[j] += state.cp_bytes[i]
     cap = float(st.iparams[CAPACITY])
     for j in range(n_st):
-        flight[j] = _clip(flight[j] / cap) if table.kind[1 + k + j * k] >= 0 else 0.0
+        if table.kind[1 + k + j * k] >= 0:
+            flight[j] = _clip(float(v1.flight_bytes(state.cp_flight, table.starts[j])) / cap)
     return flight
 
 

@@ -245,22 +245,33 @@ def best_fit(st, state, ids, b, lo, hi):
     fits, then the lowest offset; the space above the highest live chunk ranks last (checked
     against the capacity). -1 if nothing fits. Chunks are held as MSA holds them (an evicted one
     through its eviction's done op: :func:`mallocgym.sim.v1.held_through`); ``ids`` is scratch."""
+    m = v1.live_chunks(st, state, lo, hi, b, ids, True)
+    return _best_fit_among(st, state, ids, m, b, hi)
+
+
+@njit(cache=True)
+def _best_fit_among(st, state, ids, m, b, hi):
+    """:func:`best_fit` over ``[lo, hi]`` from the chunks ``ids[:m]`` (by offset) live in a window
+    ``[lo, hi']`` with ``hi' >= hi``: those live in ``[lo, hi]`` are the ones that start by ``hi``,
+    so the windows of a look-ahead, which share their first op, share one walk of the index."""
     size = st.size[b]
     capacity = st.iparams[v1.CAPACITY]
     align = st.iparams[v1.ALIGNMENT]
-    m = v1.live_chunks(st, state, lo, hi, b, ids, True)
+    ch_off, ch_lo, ch_buf, sizes = state.ch_off, state.ch_lo, state.ch_buf, st.size
     best_gap = -1
     best_off = -1
     cursor = 0
     for i in range(m):
         c = ids[i]
-        ghi = state.ch_off[c]
+        if ch_lo[c] > hi:
+            continue
+        ghi = ch_off[c]
         if ghi > cursor:
             low = (cursor + align - 1) // align * align
             if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
                 best_gap = ghi - cursor
                 best_off = low
-        top = ghi + st.size[state.ch_buf[c]]
+        top = ghi + sizes[ch_buf[c]]
         if top > cursor:
             cursor = top
     if best_off < 0:
@@ -274,7 +285,8 @@ def best_fit(st, state, ids, b, lo, hi):
 def look_ahead_fit(st, state, ms, ids, s, lo):
     """``FindBestChunkCandidate`` with no preferred offset: the best fit over ``[lo, use]``
     extended to the latest later use reachable without a copy that still fits (binary search
-    over those uses). -1 if nothing fits even up to this use."""
+    over those uses). -1 if nothing fits even up to this use. The longer windows are answered
+    from one walk of the index over the longest (:func:`_best_fit_among`)."""
     b = st.seg_buf[s]
     off = best_fit(st, state, ids, b, lo, st.seg_use[s])  # the short window first: most misses end here
     if off < 0:
@@ -285,13 +297,14 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
         j += 1
     if j == s:
         return off
-    o = best_fit(st, state, ids, b, lo, st.seg_use[j])
+    m = v1.live_chunks(st, state, lo, st.seg_use[j], b, ids, True)
+    o = _best_fit_among(st, state, ids, m, b, st.seg_use[j])
     if o >= 0:
         return o
     a, z = s, j  # fits up to use a, not up to use z
     while z - a > 1:
         mid = (a + z) // 2
-        o = best_fit(st, state, ids, b, lo, st.seg_use[mid])
+        o = _best_fit_among(st, state, ids, m, b, st.seg_use[mid])
         if o >= 0:
             a, off = mid, o
         else:

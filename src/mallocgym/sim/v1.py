@@ -47,7 +47,7 @@ from . import ORDERS, _insert_candidate, buffer_order, compute_times, copy_budge
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
            "FAST", "PREFETCH_SEG", "DEF_GROUP", "segment_options", "apply", "apply_rules", "window_candidates",
-           "prefetch_starts", "current_time"]
+           "prefetch_starts", "current_time", "flight_bytes"]
 
 UNDECIDED, SLOW, FAST, PREFETCH_SEG = 0, 1, 2, 3
 DEF_GROUP = -2  # acc_seg of an access priced by the buffer's production (the definition op's accesses)
@@ -93,6 +93,8 @@ State1 = namedtuple("State1", [
     "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
     "cp_bytes",      #   the runtime model's queue order, (start, done, key): the order it gives the
     "cp_kind",       #   copies evaluate_v1 builds (by key), so float sums are equal to the last bit.
+    "cp_flight",     # int64[T+3] Fenwick tree of the copies' bytes, + at issue op + 1, - at done op + 1: the
+                     #   prefix sum through op p + 1 is the bytes in flight over op p (flight_bytes)
     "slow_bytes",    # int64[T]
     "fast_bytes",    # int64[T]
     "slow_time",     # float64[T] slow_bytes / slow_bw
@@ -109,11 +111,18 @@ State1 = namedtuple("State1", [
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint
-    "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in start order,
-    "rs_end",        #   issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
-    "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op. Every
-    "rs_count",      #   prefetch is added as it is decided, so MSA's choice (the env's MSA action) is a
-    "rs_delay",      #   function of the state.
+    "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in the order
+    "rs_end",        #   added, issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
+    "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op; their
+    "rs_count",      #   start order a linked list (rs_next[S], rs_first / rs_last[T+1] per start op + 1,
+    "rs_delay",      #   rs_tree: an OR tree over the start ops). Every prefetch is added as it is decided,
+    "rs_next",       #   so MSA's choice (the env's MSA action) is a function of the state.
+    "rs_first",
+    "rs_last",
+    "rs_tree",
+    "touched",       # int64[1 + DIRTY_LIST]: the simulation iterations changed since the last simulation,
+                     #   touched[0] of them in touched[1:] (-1: more than fit; then only the range
+                     #   counters[DIRTY]..counters[DIRTY_HI] is known): current_time re-simulates around each
     "counters",      # int64[11]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
                      #   touches, the chunk index's bucket width and registrations used, how many of
@@ -123,6 +132,7 @@ State1 = namedtuple("State1", [
 ])
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
+DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
@@ -319,12 +329,14 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
         ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
         cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
-        cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64),
+        cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64), cp_flight=np.zeros(t + 3, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
         blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
-        rs_delay=np.zeros(t + 1), counters=np.zeros(11, np.int64), totals=np.zeros(3),
+        rs_delay=np.zeros(t + 1), rs_next=np.full(s, -1, np.int64), rs_first=np.full(t + 1, -1, np.int64),
+        rs_last=np.full(t + 1, -1, np.int64), rs_tree=np.zeros(copy_budget.tree_size(t), np.int8),
+        touched=np.zeros(1 + DIRTY_LIST, np.int64), counters=np.zeros(11, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
@@ -392,6 +404,7 @@ def copy_into(src, dst):
     dst.cp_done[:] = src.cp_done
     dst.cp_bytes[:] = src.cp_bytes
     dst.cp_kind[:] = src.cp_kind
+    dst.cp_flight[:] = src.cp_flight
     dst.slow_bytes[:] = src.slow_bytes
     dst.fast_bytes[:] = src.fast_bytes
     dst.slow_time[:] = src.slow_time
@@ -414,6 +427,11 @@ def copy_into(src, dst):
     dst.rs_amount[:n] = src.rs_amount[:n]
     dst.rs_count[0] = n
     dst.rs_delay[:] = src.rs_delay
+    dst.rs_next[:n] = src.rs_next[:n]
+    dst.rs_first[:] = src.rs_first
+    dst.rs_last[:] = src.rs_last
+    dst.rs_tree[:] = src.rs_tree
+    dst.touched[:] = src.touched
     dst.counters[:] = src.counters
     dst.totals[:] = src.totals
 
@@ -426,48 +444,114 @@ def _touch(state, t):
         state.counters[DIRTY] = t
     if t > state.counters[DIRTY_HI]:
         state.counters[DIRTY_HI] = t
+    k = state.touched[0]
+    if k >= 0:
+        if k + 1 < state.touched.shape[0]:
+            state.touched[k + 1] = t
+            state.touched[0] = k + 1
+        else:
+            state.touched[0] = -1  # too many: the range only
+
+
+@njit(cache=True)
+def _flight_add(tree, i, v):
+    """Add ``v`` at position ``i`` (0-based) of the Fenwick tree ``tree``."""
+    i += 1
+    while i < tree.shape[0]:
+        tree[i] += v
+        i += i & -i
+
+
+@njit(cache=True)
+def flight_bytes(tree, p):
+    """Bytes of the copies (prefetches and evictions) issued at or before op ``p`` and done after
+    it (``-1 <= p < T``), from the state's ``cp_flight``: a prefix sum, O(log T) where a sum over
+    the copies was O(copies). Whole bytes in int64, so it equals that float sum exactly."""
+    i = p + 2  # positions 0..p + 1, 1-based
+    total = 0
+    while i > 0:
+        total += tree[i]
+        i -= i & -i
+    return total
+
+
+@njit(cache=True)
+def _queue_pos(cp_start, cp_done, cp_key, n, start, done, key):
+    """The first of the ``n`` copies (in queue order) that comes after ``(start, done, key)``:
+    binary search."""
+    lo, hi = 0, n
+    while lo < hi:
+        m = (lo + hi) // 2
+        a = cp_start[m]
+        if a < start or (a == start and (cp_done[m] < done or (cp_done[m] == done and cp_key[m] <= key))):
+            lo = m + 1
+        else:
+            hi = m
+    return lo
+
+
+@njit(cache=True)
+def _shift(a, i, n, by):
+    """Move ``a[i:n]`` ``by`` (1 or -1) places, a block move (the copy lists are long in a large
+    program; the element loop that compared as it shifted cost a step O(copies) comparisons)."""
+    if by > 0:
+        for j in range(n, i, -1):
+            a[j] = a[j - 1]
+    else:
+        for j in range(i, n):
+            a[j - 1] = a[j]
 
 
 @njit(cache=True)
 def _add_copy(st, state, key, start, done, nbytes, kind):
     """Insert a copy, keeping the list in queue order ``(start, done, key)`` (a key is present at
-    most once)."""
+    most once); appended in append mode."""
     n = state.counters[N_COPIES]
-    i = n
-    while state.counters[CP_APPEND] == 0 and i > 0 and (state.cp_start[i - 1] > start or (state.cp_start[i - 1] == start and (
-            state.cp_done[i - 1] > done or (state.cp_done[i - 1] == done and state.cp_key[i - 1] > key)))):
-        state.cp_key[i] = state.cp_key[i - 1]
-        state.cp_start[i] = state.cp_start[i - 1]
-        state.cp_done[i] = state.cp_done[i - 1]
-        state.cp_bytes[i] = state.cp_bytes[i - 1]
-        state.cp_kind[i] = state.cp_kind[i - 1]
-        i -= 1
-    state.cp_key[i] = key
-    state.cp_start[i] = start
-    state.cp_done[i] = done
-    state.cp_bytes[i] = nbytes
-    state.cp_kind[i] = kind
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    i = n if state.counters[CP_APPEND] == 1 else _queue_pos(cp_start, cp_done, cp_key, n, start, done, key)
+    if i < n:
+        _shift(cp_key, i, n, 1)
+        _shift(cp_start, i, n, 1)
+        _shift(cp_done, i, n, 1)
+        _shift(cp_bytes, i, n, 1)
+        _shift(cp_kind, i, n, 1)
+    cp_key[i] = key
+    cp_start[i] = start
+    cp_done[i] = done
+    cp_bytes[i] = nbytes
+    cp_kind[i] = kind
     state.counters[N_COPIES] = n + 1
     state.totals[COPY_BYTES] += nbytes  # whole bytes: exact in float64
+    _flight_add(state.cp_flight, start + 1, np.int64(nbytes))
+    _flight_add(state.cp_flight, done + 1, -np.int64(nbytes))
     _touch(state, start + 1)
 
 
 @njit(cache=True)
-def _remove_copy(st, state, key):
+def _remove_copy(st, state, key, start, done):
+    """Remove the copy ``key`` (issued after ``start``, done before ``done``), if listed."""
     n = state.counters[N_COPIES]
-    i = n - 1
-    while i >= 0 and state.cp_key[i] != key:
-        i -= 1
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    i = -1
+    if state.counters[CP_APPEND] == 0:
+        j = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
+        if j >= 0 and cp_key[j] == key:
+            i = j
+    else:  # appended out of order: the copy was most likely just added
+        i = n - 1
+        while i >= 0 and cp_key[i] != key:
+            i -= 1
     if i < 0:
         return
-    _touch(state, state.cp_start[i] + 1)
-    state.totals[COPY_BYTES] -= state.cp_bytes[i]
-    for j in range(i, n - 1):
-        state.cp_key[j] = state.cp_key[j + 1]
-        state.cp_start[j] = state.cp_start[j + 1]
-        state.cp_done[j] = state.cp_done[j + 1]
-        state.cp_bytes[j] = state.cp_bytes[j + 1]
-        state.cp_kind[j] = state.cp_kind[j + 1]
+    _touch(state, cp_start[i] + 1)
+    state.totals[COPY_BYTES] -= cp_bytes[i]
+    _flight_add(state.cp_flight, cp_start[i] + 1, -np.int64(cp_bytes[i]))
+    _flight_add(state.cp_flight, cp_done[i] + 1, np.int64(cp_bytes[i]))
+    _shift(cp_key, i + 1, n, -1)
+    _shift(cp_start, i + 1, n, -1)
+    _shift(cp_done, i + 1, n, -1)
+    _shift(cp_bytes, i + 1, n, -1)
+    _shift(cp_kind, i + 1, n, -1)
     state.counters[N_COPIES] = n - 1
 
 
@@ -510,24 +594,10 @@ def _sort_copies(state):
 
 
 @njit(cache=True)
-def current_time(st, state):
-    """Simulate the program under the current allocations (undecided segments slow); store the
-    per-op results and totals in ``state`` and return the program time.
-
-    Incremental: the decisions since the last simulation changed iterations ``counters[DIRTY]``
-    to ``counters[DIRTY_HI]`` only (an access's op, a copy's issue op + 1). The run restarts from
-    the last iteration at or before the first at which both copy queues were empty, with only the
-    copies issued from there on (a suffix of the list, which is in queue order), and stops after
-    the last changed iteration as soon as the queues are empty in both the new and the old
-    simulation (:func:`~mallocgym.pricing.runtime.simulate_window`); the block sums it touched are
-    re-added (:func:`~mallocgym.pricing.runtime.sum_blocks`). The figures equal a full run's bit for
-    bit."""
-    n_ops = st.compute_time.shape[0]
-    dirty = state.counters[DIRTY]
-    if dirty > n_ops:
-        return state.totals[TIME]
-    if state.counters[CP_APPEND] == 1:
-        _sort_copies(state)
+def _simulate_from(st, state, dirty, dirty_hi):
+    """Re-simulate from the last iteration at or before ``dirty`` at which both copy queues were
+    empty until, past ``dirty_hi``, they are empty in both the new and the last run; re-add the
+    blocks it touched. Returns the first iteration not simulated."""
     t0 = dirty
     while t0 > 0 and not state.sim_empty[t0]:
         t0 -= 1
@@ -539,11 +609,54 @@ def current_time(st, state):
             lo = mid + 1
         else:
             hi = mid
-    stop = simulate_window(t0, state.counters[DIRTY_HI], st.compute_time, state.slow_time, state.fast_time,
+    stop = simulate_window(t0, dirty_hi, st.compute_time, state.slow_time, state.fast_time,
                            st.overhead, st.params[SLOW_BW], state.cp_start[lo:n], state.cp_done[lo:n],
                            state.cp_bytes[lo:n], state.cp_kind[lo:n], state.elapsed, state.stall, state.sim_empty,
                            True, True)
     sum_blocks(state.elapsed, state.stall, t0, stop, state.blk_time, state.blk_stall)
+    return stop
+
+
+@njit(cache=True)
+def current_time(st, state):
+    """Simulate the program under the current allocations (undecided segments slow); store the
+    per-op results and totals in ``state`` and return the program time.
+
+    Incremental: the decisions since the last simulation changed iterations ``counters[DIRTY]``
+    to ``counters[DIRTY_HI]`` only (an access's op, a copy's issue op + 1), listed one by one in
+    ``touched`` when they are few (a step). A run restarts from the last iteration at or before
+    a changed one at which both copy queues were empty, with only the copies issued from there on
+    (a suffix of the list, which is in queue order), and stops past that changed iteration as soon
+    as the queues are empty in both the new and the old simulation
+    (:func:`~mallocgym.pricing.runtime.simulate_window`): from there the old results hold up to the
+    next changed iteration, from which the next run starts (with the range only, one run covers
+    it all). The block sums a run touched are re-added
+    (:func:`~mallocgym.pricing.runtime.sum_blocks`). The figures equal a full run's bit for bit.
+    A produced value's accesses are a segment apart, which on a training step is a fraction of
+    the program: one run over the whole range re-simulated that span at every step."""
+    n_ops = st.compute_time.shape[0]
+    dirty = state.counters[DIRTY]
+    if dirty > n_ops:
+        return state.totals[TIME]
+    if state.counters[CP_APPEND] == 1:
+        _sort_copies(state)
+    k = state.touched[0]
+    if k <= 0:  # the range
+        _simulate_from(st, state, dirty, state.counters[DIRTY_HI])
+    else:  # around each changed iteration, in order, skipping those a run went past
+        tl = state.touched
+        for i in range(2, k + 1):  # insertion sort: a few
+            x = tl[i]
+            j = i - 1
+            while j >= 1 and tl[j] > x:
+                tl[j + 1] = tl[j]
+                j -= 1
+            tl[j + 1] = x
+        done = 0
+        for i in range(1, k + 1):
+            if tl[i] >= done:
+                done = _simulate_from(st, state, tl[i], tl[i])
+    state.touched[0] = 0
     state.counters[DIRTY] = n_ops + 1
     state.counters[DIRTY_HI] = -1
     total = sum_in_order(state.blk_time)
@@ -699,7 +812,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
     (``active``) is cheaper."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    head, nxt, cid, active = state.ix_head, state.ix_nxt, state.ix_cid, state.active
+    head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
@@ -726,10 +839,19 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
                 continue
             ids[m] = c
             m += 1
+    top = np.int64(ids.shape[0])
+    if m > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // top:
+        # sort (offset, id) packed in one integer, in place: no argsort, gather or allocation
+        for i in range(m):
+            ids[i] = ch_off[ids[i]] * top + ids[i]
+        ids[:m].sort()
+        for i in range(m):
+            ids[i] = ids[i] % top
+        return m
     if m > 16:
         offs = np.empty(m, np.int64)
         for i in range(m):
-            offs[i] = state.ch_off[ids[i]]
+            offs[i] = ch_off[ids[i]]
         ids[:m] = ids[:m][np.argsort(offs)]
         return m
     for i in range(1, m):  # insertion sort for a few
@@ -1033,9 +1155,10 @@ def _drop_eviction(st, state, b):
     if state.ev_done[b] >= 0:
         c = state.ev_chunk[b]
         _set_hi(st, state, c, state.ev_base[b])
+        done = state.ev_done[b]
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
-        _remove_copy(st, state, st.seg_use.shape[0] + b)
+        _remove_copy(st, state, st.seg_use.shape[0] + b, st.def_op[b], done)
 
 
 @njit(cache=True)
