@@ -284,8 +284,8 @@ def test_the_published_checkpoints_load_as_they_were_saved(name):
 def test_the_published_checkpoints_load_and_play():
     """The leaderboard's checkpoint (baselines/muzero/checkpoint, version 1) plays with muzero-sim
     the mapping it played before issue 31 removed the other modes (the number below, from the
-    commit before; default-test/results.json's row, 2.8187, was written on an earlier commit);
-    the retired ensemble entry's spec is refused."""
+    commit before), which is the published entry's row (default-test/, re-run with one agent);
+    the retired ensemble entry's rows stay as history and its spec is refused."""
     root = Path(__file__).resolve().parent.parent
     scenario = resolve("strassen2-matmul@1/2")
     solution = make_agent(f"muzero-sim:{root}/baselines/muzero/checkpoint").solve(scenario)
@@ -294,6 +294,8 @@ def test_the_published_checkpoints_load_and_play():
     assert solution.info["simulations"] == 32   # the checkpoint's simulator.num_simulations
     rows = json.loads((root / "baselines/muzero/default-test/results.json").read_text())
     assert any(r["agent"] == "muzero-x2" for r in rows)   # its numbers are kept, as history
+    published = [r["speedup"] for r in rows if r["agent"] == "muzero-sim" and r["scenario"] == scenario.name]
+    assert published == [pytest.approx(2.906420068276664, rel=1e-12)]
     with pytest.raises(ValueError, match="muzero:DIR .* was removed"):
         make_agent(f"muzero:{root}/baselines/muzero/checkpoint+{root}/baselines/muzero/checkpoint-2")
     with pytest.raises(ValueError, match="ensembles .* were removed"):
