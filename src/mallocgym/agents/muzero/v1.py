@@ -279,7 +279,7 @@ def _search(scenario: Scenario, env, advantage_fn: AdvantageFn | None, gate: flo
     incumbent: list[int] | None = None      # env actions of the best game, one per step
     known: list[set[int]] = []             # per step of the incumbent: moves scored there, none better
     decisions = departures = searched = passes = 0
-    start_time = out_of_time = None
+    start_time = None
     while True:
         passes += 1
         width = 0 if top == 0 else top * 2 ** (passes - 1)
@@ -303,12 +303,15 @@ def _search(scenario: Scenario, env, advantage_fn: AdvantageFn | None, gate: flo
                 if deadline is not None and clock() >= deadline:
                     out_of_time = True
                     break
-                advantage = None if pass_gate < 0 and width == 0 else advantage_fn(env, obs, legal, base)
-                gain = math.inf if pass_gate < 0 else predicted_gain(advantage, legal, base)[0]
                 decisions += int(passes == 1)
                 others = legal.copy()
                 others[own] = False
-                if gain > pass_gate:
+                # a position whose moves were all scored on the incumbent asks nothing of the network
+                untried = any(int(a) not in tried for a in np.flatnonzero(others))
+                advantage = None if not untried or (pass_gate < 0 and width == 0) else \
+                    advantage_fn(env, obs, legal, base)
+                gain = math.inf if pass_gate < 0 else predicted_gain(advantage, legal, base)[0]
+                if untried and gain > pass_gate:
                     moves = np.flatnonzero(others)
                     if width > 0:   # the network's order: the highest predicted advantages first
                         moves = moves[np.argsort(-np.asarray(advantage, np.float64)[moves], kind="stable")[:width]]
@@ -339,7 +342,7 @@ def _search(scenario: Scenario, env, advantage_fn: AdvantageFn | None, gate: flo
                "departures": departures, "passes": passes, "completions": scorer.count, "start_time": start_time,
                "kept_xla": scorer.best_time >= start_time}
     if deadline is not None:
-        details["budget_exhausted"] = bool(out_of_time)
+        details["budget_exhausted"] = out_of_time
     if out_of_time:
         # the game so far finished by its incumbent's moves is the best completion seen
         return Solution(None, info=details, mapping=mapping_from_state(scenario.workload, st, scorer.best_state))
