@@ -354,3 +354,95 @@ def test_label_workers_and_device_are_checked():
             train_main(["--minutes", "0.01", "--out", "/nonexistent/never-made", "--scenario", SCENARIO.name,
                         "--env", "v1", "--set", "network.version=2", "--set", "train.label_fraction=1",
                         "--set", "train.device=cuda"])
+
+
+# ------------------------------------------------------------------ the policy's own games (DAgger)
+def _prefers_slow(env, obs, legal, base):
+    """A fake advantage head: SLOW (action 0) predicted 100 units better than every other move."""
+    adv = np.zeros(len(legal))
+    adv[0] = 100.0
+    return adv
+
+
+def test_policy_games_play_the_policy_and_label_its_departures():
+    config = V1.with_overrides(["train.label_positions=2", "train.label_policy=1"])
+    records, ret, xla_ret = label_game_v1(SCENARIO, config, np.random.default_rng(3), _prefers_slow)
+    # the game is the policy's: play_v1's policy with the same head and margin ends at the same time
+    policy = play_v1(SCENARIO, config, _prefers_slow, margin=0.0)
+    ev = evaluate_v1(SCENARIO.workload, policy.mapping, SCENARIO.hardware)
+    assert policy.info["departures"] >= 3
+    assert ret == pytest.approx(1 - ev.time / ev.time_all_slow, rel=1e-12) and ret != pytest.approx(xla_ret)
+    # the first two departures are labelled whatever the draw (p = 2 / segments here): each is a
+    # position where SLOW is legal and is not xla-msa's move (its advantage is not 0 by definition)
+    departed = [r for r in records if r.legal[0] and r.advantage[0] != 0.0]
+    assert len(departed) >= 2
+    # the same at a margin no prediction exceeds: xla-msa's game, nothing labelled but the draws
+    config = config.with_overrides(["train.label_policy_margin=1000"])
+    records, ret, xla_ret = label_game_v1(SCENARIO, config, np.random.default_rng(3), _prefers_slow)
+    assert ret == pytest.approx(xla_ret, rel=1e-12) and len(records) <= 8
+
+
+def test_policy_games_are_drawn_from_their_own_generator():
+    from mallocgym.agents.muzero.expert import is_policy_game
+
+    assert not any(is_policy_game(0, i, 0.0) for i in range(50))
+    assert all(is_policy_game(0, i, 1.0) for i in range(50))
+    drawn = [is_policy_game(7, i, 0.5) for i in range(2000)]
+    assert drawn == [is_policy_game(7, i, 0.5) for i in range(2000)]   # a function of (seed, game)
+    assert 0.45 < np.mean(drawn) < 0.55
+    assert drawn != [is_policy_game(8, i, 0.5) for i in range(2000)]
+
+
+def test_policy_speedups_hand_worked():
+    from mallocgym.agents.muzero.train import policy_speedups
+
+    # returns 1 - t / slow: (0.5, 0.4) is t = 0.5 slow against xla-msa's 0.6 slow, 1.2x; (0.2, 0.2) 1x
+    got = policy_speedups([(0.5, 0.4), (0.2, 0.2)])
+    assert got == pytest.approx({"policy_window": 2, "policy_speedup": 1.2 ** 0.5,
+                                 "policy_beats_xla_fraction": 0.5, "policy_worst": 1.0})
+
+
+def test_label_policy_is_checked():
+    with pytest.raises(ValueError, match="MallocGame-v1 only"):
+        MuZeroConfig().with_overrides(["network.version=2", "train.label_policy=0.5"])
+    with pytest.raises(ValueError, match="label_policy"):
+        V1.with_overrides(["train.label_policy=1.5"])
+    with pytest.raises(ValueError, match="label_policy_margin must be finite and >= 0"):
+        V1.with_overrides(["train.label_policy_margin=-1"])
+
+
+def test_label_workers_play_the_policy_of_the_checkpoint_file(checkpoints):
+    from mallocgym.agents.muzero.checkpoint import checkpoint_path
+    from mallocgym.agents.muzero.model import NetworkModel
+    from mallocgym.agents.muzero.v1 import network_advantage
+    from mallocgym.agents.muzero.workers import LabelWorkers
+
+    config = V1.with_overrides(["train.label_positions=4", "train.label_workers=1", "train.label_policy=1"])
+    net, _, _ = load_network(checkpoints / "v1")
+    with LabelWorkers(config, [SCENARIO], use_generator=False, seed=5, workers=1,
+                      policy_path=checkpoint_path(checkpoints / "v1")) as workers:
+        games = [workers.step() for _ in range(2)]
+    for i, (records, _, game) in enumerate(games):
+        expected, ret, xla_return = label_game_v1(SCENARIO, config, np.random.default_rng([5, i]),
+                                                  network_advantage(NetworkModel(net)))
+        assert game.policy and (game.ret, game.xla_return, game.positions) == (ret, xla_return, len(expected))
+        for got, want in zip(records, expected):
+            np.testing.assert_array_equal(got.advantage, want.advantage)
+
+
+def test_train_init_starts_from_another_runs_weights(checkpoints, tmp_path):
+    base = ["--minutes", "0.02", "--scenario", SCENARIO.name, "--env", "v1", "--quiet",
+            *[f"--set={s}" for s in SMALL], "--set", "train.min_replay=100000", "--set", "train.replay_capacity=100000"]
+    out = tmp_path / "run"
+    assert train_main([*base, "--out", str(out), "--init", str(checkpoints / "v1")]) == 0
+    start, _, _ = load_network(checkpoints / "v1")
+    got, _, payload = load_network(out)
+    assert payload["progress"]["train_steps"] == 0   # min_replay never reached: no update
+    for a, b in zip(start.state_dict().values(), got.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="use one of them"):
+        train_main([*base, "--out", str(out), "--init", str(checkpoints / "v1"), "--resume"])
+    with pytest.raises(ValueError, match="its network config"):
+        train_main([*base, "--set", "network.hidden=64", "--out", str(tmp_path / "other"),
+                    "--init", str(checkpoints / "v1")])
+    assert not (tmp_path / "other").exists()

@@ -283,6 +283,14 @@ class TrainConfig:
       label_workers: with ``label_fraction = 1``: labelled games are played in this
         many worker processes (:mod:`mallocgym.agents.muzero.workers`) while the trainer's
         process learns; 0: one game at a time in the trainer's process.
+      label_policy: share of labelled games (MallocGame-v1) played by the network's own policy
+        instead of xla-msa (DAgger, issue 31): the game goes on with the policy's move
+        (:func:`.labels.policy_move` at ``label_policy_margin``); every position where it departs
+        from xla-msa's move is labelled (up to ``label_positions`` of them) besides the random
+        ones, so the network learns what its own departures are worth and what follows them.
+        Game ``i`` is such a game when ``default_rng([seed, i, 1]).random() < label_policy``;
+        it plays the network of the run's latest checkpoint (:func:`.v1.label_game_v1`). 0: none.
+      label_policy_margin: the policy's margin in those games (``residual_scale`` units).
       device: where the learner's network trains: ``"cpu"`` or ``"cuda"`` (the checkpoint is the same either way and plays on the CPU).
       checkpoint_every_s: seconds between checkpoints (one is also written at the end).
       log_every_s: seconds between JSON-lines log records.
@@ -308,6 +316,8 @@ class TrainConfig:
     label_explore: float = 0.5
     label_temperature: float = 0.25
     label_workers: int = 0
+    label_policy: float = 0.0
+    label_policy_margin: float = 0.0
     device: str = "cpu"
     checkpoint_every_s: float = 120.0
     log_every_s: float = 10.0
@@ -332,7 +342,9 @@ class TrainConfig:
         if self.residual_loss_weight < 0 or self.advantage_loss_weight < 0:
             raise ValueError("train.residual_loss_weight and advantage_loss_weight must be >= 0")
         _unit("train", heldout_fraction=self.heldout_fraction, label_fraction=self.label_fraction,
-              label_explore=self.label_explore)
+              label_explore=self.label_explore, label_policy=self.label_policy)
+        if not (math.isfinite(self.label_policy_margin) and self.label_policy_margin >= 0):
+            raise ValueError(f"train.label_policy_margin must be finite and >= 0, got {self.label_policy_margin!r}")
         _positive("train", label_positions=self.label_positions, label_temperature=self.label_temperature)
         if self.generator_buffers:
             parse_buffers(self.generator_buffers)
@@ -375,6 +387,9 @@ class MuZeroConfig:
         if self.network.version == 2 and self.simulator.value_mix != 1.0:
             raise ValueError("network.version = 2 predicts a residual over XLA-like's exact completion, "
                              f"not a return: simulator.value_mix must be 1, got {self.simulator.value_mix!r}")
+        if self.train.label_policy > 0 and self.env.game != "v1":
+            raise ValueError("train.label_policy (labelled games played by the network's policy) is built for "
+                             "MallocGame-v1 only: train with --env v1")
         if (self.train.label_workers > 0 or self.train.device != "cpu") and self.network.version != 2:
             raise ValueError("train.label_workers and train.device apply to the expert-iteration trainer: they need "
                              "network.version = 2")

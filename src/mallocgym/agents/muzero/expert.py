@@ -40,10 +40,10 @@ from .game import make_env
 from .labels import ExpertRecord, label_game
 from .networks import OBS_KEYS, MuZeroNet, ObsSpec, obs_to_tensors
 from .simsearch import SimulatorSearch
-from .v1 import label_game_v1
+from .v1 import label_game_v1, network_advantage
 
 __all__ = ["POSITIVE_RESIDUAL", "position_weight", "is_heldout", "ExpertReplay", "ExpertLearner", "ExpertActor",
-           "ExpertGame", "expert_loss", "obs_arrays"]
+           "ExpertGame", "expert_loss", "obs_arrays", "is_policy_game"]
 
 # a residual above this (network.residual_scale units; 1e-6 of the program time at the default
 # scale) counts as positive: the search found a strictly better completion below the position
@@ -206,12 +206,20 @@ class ExpertGame:
     ret: float          # the best completion found
     xla_return: float   # XLA-like's
     heldout: bool = False
+    policy: bool = False   # a game of the network's policy (train.label_policy): ret is the policy's
 
 
 def is_heldout(game: int, fraction: float) -> bool:
     """Whether game ``game`` (from 0) is held out at ``train.heldout_fraction = fraction``:
     ``floor((game + 1) f) > floor(game f)``, every ``1 / f``-th game."""
     return math.floor((game + 1) * fraction) > math.floor(game * fraction)
+
+
+def is_policy_game(seed: int, game: int, fraction: float) -> bool:
+    """Whether labelled game ``game`` of a run seeded ``seed`` is played by the network's policy
+    (``train.label_policy = fraction``): ``default_rng([seed, game, 1]).random() < fraction``
+    (a generator of its own, so the game's other draws are those of a run without it)."""
+    return fraction > 0 and bool(np.random.default_rng([seed, game, 1]).random() < fraction)
 
 
 class ExpertActor:
@@ -221,10 +229,13 @@ class ExpertActor:
     game (its positions go to the held-out pool, never to the replay) when
     ``floor((i + 1) f) > floor(i f)``, ``f = train.heldout_fraction``: every ``1/f``-th game.
     With ``train.label_fraction > 0`` a game is, with that probability (drawn with ``rng``), a
-    labelled game (:func:`~.labels.label_game`, no search), played whole in one :meth:`step`."""
+    labelled game (:func:`~.labels.label_game`, no search), played whole in one :meth:`step`;
+    on MallocGame-v1 game ``i`` is the policy's (``model``'s advantage head) when
+    :func:`is_policy_game` of ``seed`` says so."""
 
-    def __init__(self, config: MuZeroConfig, source, rng: np.random.Generator, model):
+    def __init__(self, config: MuZeroConfig, source, rng: np.random.Generator, model, seed: int = 0):
         self.config = config
+        self.seed = int(seed)
         self.source = source
         self.rng = rng
         self.model = model
@@ -258,11 +269,16 @@ class ExpertActor:
         if self.search is None:
             self.start()
         if self.label:
-            play = label_game_v1 if self.config.env.game == "v1" else label_game
-            records, ret, xla_return = play(self.scenario, self.config, self.rng)
+            policy = is_policy_game(self.seed, self.games_started - 1, self.config.train.label_policy)
+            if self.config.env.game == "v1":
+                records, ret, xla_return = label_game_v1(self.scenario, self.config, self.rng,
+                                                         network_advantage(self.model) if policy else None)
+            else:
+                records, ret, xla_return = label_game(self.scenario, self.config, self.rng)
             self.labelled_games += 1
             self.label = False
-            return records, self.heldout, ExpertGame(self.scenario.name, len(records), ret, xla_return, self.heldout)
+            return records, self.heldout, ExpertGame(self.scenario.name, len(records), ret, xla_return, self.heldout,
+                                                     policy)
         search = self.search
         search.move()
         records, search.records = search.records, []

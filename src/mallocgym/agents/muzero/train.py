@@ -1,6 +1,6 @@
 """Training mallocMuZero by expert iteration (:mod:`.expert`) under a wall-clock budget.
 
-    mallocgym train muzero --suite default --minutes 30 --out runs/mz [--seed 0] [--resume]
+    mallocgym train muzero --suite default --minutes 30 --out runs/mz [--seed 0] [--resume | --init DIR]
                            [--scenario NAME ...] [--config FILE.json] [--set part.field=VALUE ...]
 
 Games (labelled games, :mod:`.labels`, by default; the simulator search's with
@@ -65,6 +65,21 @@ def one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+POLICY_WINDOW = 20
+
+
+def policy_speedups(games: Sequence[tuple[float, float]]) -> dict:
+    """Log fields of the policy's latest games (``train.label_policy``): ``(return, xla-msa's
+    return)`` pairs, returns ``1 - time / all-slow time``. Each game's speedup over xla-msa is
+    ``xla_time / policy_time = (1 - xla_return) / (1 - return)``, on a program the network had
+    not trained on when it played it: ``policy_window`` (how many), ``policy_speedup`` (their
+    geometric mean), ``policy_beats_xla_fraction`` (above 1 by more than 1e-12) and
+    ``policy_worst`` (the smallest)."""
+    ratios = np.array([(1.0 - x) / (1.0 - r) for r, x in games], np.float64)
+    return {"policy_window": int(ratios.size), "policy_speedup": float(np.exp(np.mean(np.log(ratios)))),
+            "policy_beats_xla_fraction": float(np.mean(ratios > 1 + 1e-12)), "policy_worst": float(ratios.min())}
+
+
 def _rng_state(rng: np.random.Generator) -> dict:
     return rng.bit_generator.state
 
@@ -74,13 +89,17 @@ def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
 
 
 def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str | Path, minutes: float,
-          seed: int = 0, resume: bool = False, use_generator: bool = True, progress: bool = True) -> dict:
+          seed: int = 0, resume: bool = False, use_generator: bool = True, progress: bool = True,
+          init: str | Path | None = None) -> dict:
     """Train for ``minutes`` of wall-clock time; return a summary (also the log's last line).
 
     Args:
       scenarios: training scenarios (may be empty when ``use_generator``).
       use_generator: also play generated instances (``train.generator_fraction`` of episodes).
       resume: continue from ``out_dir``'s checkpoint (its config replaces ``config``).
+      init: a run folder (or checkpoint file) whose network's weights this fresh run starts from
+        (a new optimiser, counters from zero); its observation spec and ``network`` config must
+        be this run's.
     """
     if not (minutes > 0 and math.isfinite(minutes)):
         raise ValueError(f"--minutes must be > 0 and finite, got {minutes}")
@@ -89,6 +108,18 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder")
     payload = None
+    if init is not None and resume:
+        raise ValueError("--init starts a fresh run from another run's weights; --resume continues this one: "
+                         "use one of them")
+    init_payload = None
+    if init is not None:
+        try:
+            init_payload = load_checkpoint(init)
+        except ValueError as exc:
+            raise ValueError(one_line(str(exc))) from None
+        if init_payload["config"].network != config.network:
+            raise ValueError(f"--init {init}: its network config {init_payload['config'].network} is not this "
+                             f"run's {config.network}")
     if not resume:  # a fresh run never appends to another run's log
         refuse_other_run(out, [checkpoint_path(out), out / "log.jsonl"])
     else:
@@ -103,7 +134,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
     if config.network.version < 2:
         raise ValueError(f"network.version = 1: {VERSION_1}")
     return _train_expert(config, payload, scenarios=scenarios, out=out, minutes=minutes, seed=seed,
-                         resume=resume, use_generator=use_generator, progress=progress)
+                         resume=resume, use_generator=use_generator, progress=progress, init=init_payload)
 
 
 def _to_device(net: torch.nn.Module, learner: ExpertLearner, device: str) -> None:
@@ -119,7 +150,8 @@ def _to_device(net: torch.nn.Module, learner: ExpertLearner, device: str) -> Non
 
 
 def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequence[Scenario], out: Path,
-                  minutes: float, seed: int, resume: bool, use_generator: bool, progress: bool) -> dict:
+                  minutes: float, seed: int, resume: bool, use_generator: bool, progress: bool,
+                  init: dict | None = None) -> dict:
     """:func:`train`'s loop: expert iteration (:mod:`.expert`), one game at a time. Each log line holds the loss parts, and with
     ``train.heldout_fraction > 0`` the mean absolute residual error on replay positions
     and on held-out games' positions (``train_residual_error``, ``heldout_residual_error``: the
@@ -147,18 +179,13 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     learner = ExpertLearner(net, config, learner_rng)
     if payload is not None:
         _resume_weights(payload, spec, net, learner)
+    elif init is not None:
+        _resume_weights({**init, "optimizer": None}, spec, net, learner)
     learner.steps = int(counters["train_steps"])
     if t.device != "cpu":
         _to_device(net, learner, t.device)
     net.eval()
     model = NetworkModel(net)
-    if t.label_workers > 0:   # labelled games in worker processes (.workers); the actor's rng is not drawn
-        from .workers import LabelWorkers
-
-        actor = LabelWorkers(config, list(scenarios), use_generator=use_generator, seed=seed,
-                             workers=t.label_workers, games_started=int(counters["episodes"]))
-    else:
-        actor = ExpertActor(config, source, actor_rng, model)
     replay = ExpertReplay(t.replay_capacity, spec, positive_weight=t.positive_weight)
     heldout = ExpertReplay(HELDOUT_POSITIONS, spec, positive_weight=1.0)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,13 +194,27 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
     log = JsonLog(out / "log.jsonl")
     log.write({"event": "resume" if resume else "start", "seed": seed, "minutes": minutes, "version": 2,
                "scenarios": [s.name for s in scenarios], "generator": repr(generator) if generator else None,
-               "parameters": sum(p.numel() for p in net.parameters()), **counters})
+               "parameters": sum(p.numel() for p in net.parameters()),
+               "init": None if init is None else str(init["path"]), **counters})
 
     def checkpoint(elapsed: float) -> None:
         save_checkpoint(out, net=net, config=config, optimizer=learner.optimizer,
                         progress={**counters, "elapsed_s": elapsed},
                         rng={"actor": _rng_state(actor_rng), "learner": _rng_state(learner_rng),
                              "eval": _rng_state(eval_rng), "torch": torch.get_rng_state()})
+
+    if t.label_policy > 0:   # the policy's games read the network from the checkpoint file: one from the start
+        checkpoint(float(counters["elapsed_s"]))
+    if t.label_workers > 0:   # labelled games in worker processes (.workers); the actor's rng is not drawn
+        from .workers import LabelWorkers
+
+        actor = LabelWorkers(config, list(scenarios), use_generator=use_generator, seed=seed,
+                             workers=t.label_workers, games_started=int(counters["episodes"]),
+                             policy_path=checkpoint_path(out))
+    else:
+        actor = ExpertActor(config, source, actor_rng, model, seed=seed)
+
+    policy_games: deque = deque(maxlen=POLICY_WINDOW)   # the latest games of the policy (train.label_policy)
 
     def record(elapsed: float, losses: list[dict], games: list) -> dict:
         rec = {**counters, "elapsed_s": round(elapsed, 2), "replay_size": replay.size,
@@ -186,6 +227,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
             rec["return_mean"] = finite_mean([g.ret for g in played])
             rec["xla_return_mean"] = finite_mean([g.xla_return for g in played])
             rec["beats_xla_fraction"] = finite_mean([g.ret > g.xla_return + 1e-12 for g in played])
+        if policy_games:
+            rec.update(policy_speedups([(g.ret, g.xla_return) for g in policy_games]))
         if heldout.size and replay.size:
             # the same number of positions from each, drawn uniformly (no positive weighting)
             n = min(EVAL_POSITIONS, heldout.size, replay.size)
@@ -231,6 +274,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
             if game is not None:
                 counters["episodes"] += 1
                 games.append(game)
+                if game.policy:
+                    policy_games.append(game)
             now = time.perf_counter()
             if now - last_log >= t.log_every_s:
                 last_log = now
@@ -269,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help=f"0..{MAX_SEED} (default: 0)")
     p.add_argument("--resume", action="store_true",
                    help="continue from --out's checkpoint (without it, an --out that holds a run is refused)")
+    p.add_argument("--init", metavar="DIR",
+                   help="start the network from DIR's checkpoint (a run folder or checkpoint file; its network "
+                        "config must be this run's); a fresh optimiser and counters (not with --resume)")
     p.add_argument("--config", help="a JSON config file (MuZeroConfig.to_dict's shape)")
     p.add_argument("--set", action="append", default=[], metavar="PART.FIELD=VALUE",
                    help="override one config field, e.g. search.num_simulations=8 (repeatable)")
@@ -303,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(a.partition("=")[0].strip() == "env.game" for a in args.set):
         raise ValueError("the game is chosen with --env v0|v1, not --set env.game")
     config = config.with_overrides(args.set + ([f"env.game={args.env}"] if args.env else []))
+    if args.resume and args.init:
+        raise ValueError("--init starts a fresh run from another run's weights; --resume continues this one: "
+                         "use one of them")
     if args.resume and (args.config or args.set or args.env):
         raise ValueError("--resume continues with the checkpoint's config (its game included); "
                          "drop --config/--set/--env")
@@ -315,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = suite(args.suite if args.suite is not None else "default", args.split or "train")
         use_generator = not args.no_generator
     summary = train(config, scenarios=scenarios, out_dir=args.out, minutes=args.minutes, seed=args.seed,
-                    resume=args.resume, use_generator=use_generator, progress=not args.no_progress)
+                    resume=args.resume, use_generator=use_generator, progress=not args.no_progress, init=args.init)
     print(json.dumps(summary, indent=1, sort_keys=True))
     if summary.get("interrupted"):
         print(f"mallocgym: interrupted; checkpoint saved in {args.out} (continue with --resume)", file=sys.stderr)

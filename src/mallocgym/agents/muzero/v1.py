@@ -20,7 +20,9 @@ mapped to the nearest env action) where v0 has XLA-like:
   by finishing the game with xla-msa (:class:`Completions`); the targets are
   :func:`.labels.label_targets` with xla-msa's move as the base (advantages and residual over
   xla-msa, in ``network.residual_scale`` units of xla-msa's completion time). With probability
-  ``train.label_explore`` the game continues with the best-scoring move.
+  ``train.label_explore`` the game continues with the best-scoring move. With an
+  ``advantage_fn`` (``train.label_policy``, DAgger) the game is the network's policy's instead,
+  and its departures from xla-msa's move are labelled too.
 - **The policy alone** (:func:`play_v1`, ``muzero-pol:DIR,margin=X`` on a v1 checkpoint):
   xla-msa's move unless the advantage head predicts a move of the subset better by more than
   the margin (:func:`.labels.policy_move` with xla-msa's move as the base). With exact
@@ -47,7 +49,7 @@ from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
-from .labels import ExpertRecord, label_decision, policy_move, predicted_gain
+from .labels import ExpertRecord, label_decision, label_targets, policy_move, predicted_gain
 from .networks import ObsSpec, obs_spec_v1, stack_obs
 
 __all__ = ["ENV_ID", "FAST_BRANCH", "make_env_v1", "obs_spec_v1", "adapt_obs", "branch_mask", "Completions",
@@ -140,10 +142,17 @@ class Completions:
 
 
 def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Generator,
-                  ) -> tuple[list[ExpertRecord], float, float]:
+                  advantage_fn: AdvantageFn | None = None) -> tuple[list[ExpertRecord], float, float]:
     """One labelled game on MallocGame-v1 (module docstring): ``(records, return, xla-msa's
     return)``, returns normalised (``1 - time / all-slow time``). Draws the env seed, the
-    positions labelled and the exploring moves from ``rng``."""
+    positions labelled and the exploring moves from ``rng``.
+
+    With ``advantage_fn`` (a network's advantage head, :func:`network_advantage`) the game is
+    the policy's (DAgger, ``train.label_policy``): at each decision with a choice it plays
+    :func:`.labels.policy_move` at ``train.label_policy_margin`` (no exploring), and labels the
+    position when the labelling draw passes (probability as above) or when the policy leaves
+    xla-msa's move there (the first ``train.label_positions`` departures). The return is then
+    the policy's own, on a program it has not trained on."""
     t = config.train
     env = make_env_v1(scenario, config).unwrapped
     obs, info = env.reset(seed=int(rng.integers(2**31)))
@@ -153,12 +162,25 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
     xla_time = scorer.complete(env.sim_state)
     p = min(1.0, t.label_positions / max(int(st.seg_use.shape[0]), 1))
     records: list[ExpertRecord] = []
+    departures = 0
     done = env.current_segment < 0
     while not done:
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
-        action, targets = label_decision(rng, p, legal, base,
-                                         lambda: scorer.scores(env.sim_state, np.flatnonzero(legal)), config)
+        if advantage_fn is None:
+            action, targets = label_decision(rng, p, legal, base,
+                                             lambda: scorer.scores(env.sim_state, np.flatnonzero(legal)), config)
+        else:
+            action, targets = base, None
+            if legal.sum() >= 2:
+                drawn = rng.random() < p
+                action = policy_move(advantage_fn(env, obs, legal, base), legal, t.label_policy_margin, base=base)
+                departed = action != base and departures < t.label_positions
+                departures += int(action != base)
+                if drawn or departed:
+                    times = np.where(legal, scorer.scores(env.sim_state, np.flatnonzero(legal)), np.inf)
+                    targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
+                                            temperature=t.label_temperature)
         if targets is not None:
             records.append(ExpertRecord(adapt_obs(obs), *targets))
         obs, _, done, _, info = env.step(action)

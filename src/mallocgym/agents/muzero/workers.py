@@ -10,18 +10,25 @@ generator, ``default_rng([seed, i])``, and is held out on
 :class:`.expert.ExpertActor`'s rule (:func:`.expert.is_heldout`). Games come back
 in the order they were started (the learner sees the same games in the same order whatever the
 workers' speeds; only the wall-clock budget decides how many).
+
+With ``train.label_policy > 0`` some games are the network's policy's (DAgger,
+:func:`.expert.is_policy_game`): a worker plays them with the network of the run's checkpoint
+file (``policy_path``) as it is when the game starts, reloaded when the trainer has written a
+newer one. Those games depend on how far training was when they started, so a run with them is
+reproducible in its games and draws but not in its policy games' moves.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 
 import numpy as np
 
 from ...scenarios import Scenario
 from .config import MuZeroConfig
-from .expert import ExpertGame, is_heldout
+from .expert import ExpertGame, is_heldout, is_policy_game
 
 __all__ = ["LabelWorkers"]
 
@@ -29,7 +36,7 @@ __all__ = ["LabelWorkers"]
 _WORKER: dict = {}
 
 
-def _start_worker(config: dict, scenarios: list[Scenario], use_generator: bool) -> None:
+def _start_worker(config: dict, scenarios: list[Scenario], use_generator: bool, policy_path: str | None) -> None:
     import signal
 
     import torch
@@ -41,20 +48,42 @@ def _start_worker(config: dict, scenarios: list[Scenario], use_generator: bool) 
     cfg = MuZeroConfig.from_dict(config)
     t = cfg.train
     generator = make_generator(t.generator_preset, t.generator_families, t.generator_buffers) if use_generator else None
-    _WORKER.update(config=cfg, source=ScenarioSource(list(scenarios), generator, t.generator_fraction))
+    _WORKER.update(config=cfg, source=ScenarioSource(list(scenarios), generator, t.generator_fraction),
+                   policy_path=policy_path, policy=None, policy_stamp=None)
 
 
-def _play(seed: int, index: int) -> tuple[str, list, float, float]:
-    """Worker: labelled game ``index`` (module docstring): ``(scenario, records, return, XLA's return)``."""
+def _policy_advantage():
+    """Worker: the advantage head of the network in the run's checkpoint file, reloaded when
+    the file changed since the last game (:func:`.v1.network_advantage`)."""
+    from .checkpoint import load_network
+    from .model import NetworkModel
+    from .v1 import network_advantage
+
+    path = _WORKER["policy_path"]
+    if path is None:
+        raise ValueError("train.label_policy > 0 needs the run's checkpoint file for the label workers")
+    stamp = os.stat(path).st_mtime_ns
+    if stamp != _WORKER["policy_stamp"]:
+        net, _, _ = load_network(path)
+        _WORKER.update(policy=network_advantage(NetworkModel(net)), policy_stamp=stamp)
+    return _WORKER["policy"]
+
+
+def _play(seed: int, index: int) -> tuple[str, list, float, float, bool]:
+    """Worker: labelled game ``index`` (module docstring): ``(scenario, records, return, XLA's
+    return, whether the policy played it)``."""
     from .labels import label_game
     from .v1 import label_game_v1
 
     config, source = _WORKER["config"], _WORKER["source"]
     rng = np.random.default_rng([seed, index])
     scenario, _ = source.sample(rng)
-    play = label_game_v1 if config.env.game == "v1" else label_game
-    records, ret, xla_return = play(scenario, config, rng)[:3]
-    return scenario.name, records, ret, xla_return
+    policy = is_policy_game(seed, index, config.train.label_policy)
+    if config.env.game == "v1":
+        records, ret, xla_return = label_game_v1(scenario, config, rng, _policy_advantage() if policy else None)
+    else:
+        records, ret, xla_return = label_game(scenario, config, rng)
+    return scenario.name, records, ret, xla_return, policy
 
 
 class LabelWorkers:
@@ -63,7 +92,7 @@ class LabelWorkers:
     (the processes are ended on exit)."""
 
     def __init__(self, config: MuZeroConfig, scenarios: list[Scenario], *, use_generator: bool, seed: int,
-                 workers: int, games_started: int = 0):
+                 workers: int, games_started: int = 0, policy_path: str | os.PathLike | None = None):
         if workers < 1:
             raise ValueError(f"label workers must be >= 1, got {workers}")
         self.config = config
@@ -72,7 +101,8 @@ class LabelWorkers:
         self.games_started = int(games_started)
         context = multiprocessing.get_context("spawn")   # no fork of a process that holds torch threads
         self.pool = context.Pool(self.workers, initializer=_start_worker,
-                                 initargs=(config.to_dict(), list(scenarios), use_generator))
+                                 initargs=(config.to_dict(), list(scenarios), use_generator,
+                                           None if policy_path is None else str(policy_path)))
         self.pending: deque = deque()
 
     def _fill(self) -> None:
@@ -90,10 +120,10 @@ class LabelWorkers:
         if not result.ready():
             return [], False, None
         self.pending.popleft()
-        name, records, ret, xla_return = result.get()
+        name, records, ret, xla_return, policy = result.get()
         heldout = is_heldout(index, self.config.train.heldout_fraction)
         self._fill()
-        return records, heldout, ExpertGame(name, len(records), ret, xla_return, heldout)
+        return records, heldout, ExpertGame(name, len(records), ret, xla_return, heldout, policy)
 
     def close(self) -> None:
         """End the worker processes (games in flight are dropped)."""
