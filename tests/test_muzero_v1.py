@@ -446,3 +446,31 @@ def test_train_init_starts_from_another_runs_weights(checkpoints, tmp_path):
         train_main([*base, "--set", "network.hidden=64", "--out", str(tmp_path / "other"),
                     "--init", str(checkpoints / "v1")])
     assert not (tmp_path / "other").exists()
+
+
+def test_numpy_advantage_is_the_networks_within_float32_rounding():
+    from pathlib import Path
+
+    from mallocgym.agents.muzero.networks import NumpyAdvantage
+
+    published = Path(__file__).resolve().parents[1] / "baselines" / "muzero" / "v1"
+    torch.manual_seed(1)
+    nets = [MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, V1)), V1.network).eval(), load_network(published)[0]]
+    env = make_env(SCENARIO, V1).unwrapped
+    for net in nets:
+        head = NumpyAdvantage(net)
+        obs, _ = env.reset(seed=0)
+        checked, done = 0, False
+        while not done and checked < 40:
+            net_obs = adapt_obs(obs)
+            with torch.no_grad():
+                want = net.advantage(obs_to_tensors(stack_obs([net_obs])))[0].double().numpy()
+            got = head(net_obs)
+            assert got.dtype == np.float64 and got.shape == want.shape == (net.spec.k,)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(want).max()))
+            checked += 1
+            obs, _, done, _, _ = env.step(env.msa_action())
+        assert checked == 40
+    v0cfg = MuZeroConfig().with_overrides(["network.version=2", *SMALL])
+    with pytest.raises(ValueError, match="MallocGame-v1 network"):
+        NumpyAdvantage(MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, v0cfg)), v0cfg.network))

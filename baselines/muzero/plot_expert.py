@@ -3,7 +3,10 @@ replay and held-out positions side by side, the loss parts, and the games' retur
 against XLA-like's (the search's best completion on each game's program, or for a labelled
 game, ``train.label_fraction``, the game played, its exploring moves included); for a run with
 ``train.dynamics_weight > 0`` (issue 18, step 6) a fourth panel: the dynamics loss's reward
-error and advantage error along the unroll on train and held-out trajectories, and its value part.
+error and advantage error along the unroll on train and held-out trajectories, and its value part;
+for a run with ``train.label_policy > 0`` (DAgger, issue 31) a panel of the policy's own games
+(the latest 20, each on a program it had not trained on): their geomean speedup over `xla-msa`,
+the worst, and the share better than `xla-msa`.
 
     python baselines/muzero/plot_expert.py baselines/muzero/expert/train-log.jsonl --png FILE.png
 """
@@ -34,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.log}: no progress lines")
     minutes = [r["elapsed_s"] / 60 for r in rows]
     dynamics = [(m, r) for m, r in zip(minutes, rows) if "train_dynamics" in r]
-    fig, axes = plt.subplots(1, 4 if dynamics else 3, figsize=(20 if dynamics else 15, 4))
+    policy = [(m, r) for m, r in zip(minutes, rows) if "policy_speedup" in r]
+    panels = 3 + bool(dynamics) + bool(policy)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
     held = [(m, r) for m, r in zip(minutes, rows) if "heldout_residual_error" in r]
     ax = axes[0]
     if held:
@@ -66,6 +71,16 @@ def main(argv: list[str] | None = None) -> int:
             ax.plot(ms, [r[f"{name}_dynamics"]["dyn_value"] for _, r in dynamics], style, color="C2",
                     label=f"value CE per step ({name})")
         ax.set(title="learned dynamics, unrolled steps (256 positions each)", xlabel="minutes")
+        ax.legend(fontsize=7)
+    if policy:
+        ax = axes[-1]
+        ms = [m for m, _ in policy]
+        ax.plot(ms, [r["policy_speedup"] for _, r in policy], label="geomean speedup over xla-msa")
+        ax.plot(ms, [r["policy_worst"] for _, r in policy], label="worst game", linestyle=":")
+        ax.plot(ms, [r["policy_beats_xla_fraction"] for _, r in policy], label="share better than xla-msa",
+                linestyle="--")
+        ax.axhline(1.0, color="0.5", linewidth=0.8)
+        ax.set(title="the policy's own games (last 20; unseen programs)", xlabel="minutes")
         ax.legend(fontsize=7)
     fig.tight_layout()
     with atomic_write(args.png, "wb") as handle:

@@ -31,7 +31,7 @@ from ...features.v1 import ACTION_FEATURES, BUFFER_FEATURES, NEXT_FEATURES, PROG
 from .config import NetworkConfig
 from .transforms import Support
 
-__all__ = ["ObsSpec", "MuZeroNet", "NetOutput", "obs_to_tensors", "stack_obs", "OBS_KEYS"]
+__all__ = ["NumpyAdvantage", "ObsSpec", "MuZeroNet", "NetOutput", "obs_to_tensors", "stack_obs", "OBS_KEYS"]
 
 OBS_KEYS = ("buffer", "candidates", "next", "memory", "progress", "action_mask")
 
@@ -221,3 +221,62 @@ class MuZeroNet(nn.Module):
         latent, cands = self.represent(obs)
         policy, value = self.predict(latent, cands)
         return NetOutput(latent, cands, policy, value)
+
+
+def _linears(seq: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(m.weight.detach().cpu().double().numpy().T.copy(), m.bias.detach().cpu().double().numpy().copy())
+            for m in seq if isinstance(m, nn.Linear)]
+
+
+def _mlp_np(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]], last_activation: bool = False) -> np.ndarray:
+    for i, (w, b) in enumerate(layers):
+        x = x @ w + b
+        if i < len(layers) - 1 or last_activation:
+            np.maximum(x, 0.0, out=x)
+    return x
+
+
+class NumpyAdvantage:
+    """:meth:`MuZeroNet.advantage` of one MallocGame-v1 observation in numpy, from a snapshot of
+    the network's weights taken at construction: the same layers in the same order (the
+    representation, then the advantage pointer), without torch's per-call overhead. What the
+    policy and the learned search call once per decision: about 6x faster than the torch call
+    for one observation on this machine, and equal to it within float32 rounding (a test
+    compares them). It computes in float64 and rounds the result to float32, so that two
+    identical action rows get the same advantage (a matrix product may round rows differently
+    by where they fall in its blocks, which would make a tie look like a gain)."""
+
+    def __init__(self, net: MuZeroNet):
+        if net.spec.game != "v1" or net.config.version < 2:
+            raise ValueError("NumpyAdvantage reads a MallocGame-v1 network with an advantage head (network.version 2)")
+        self.spec = net.spec
+        self.memory = _linears(net.memory_encoder)
+        self.candidate = _linears(net.candidate_encoder)
+        self.trunk = _linears(net.trunk)
+        self.pointer = _linears(net.advantage_pointer)
+        self.norm_weight = net.norm.weight.detach().cpu().double().numpy().copy()
+        self.norm_bias = net.norm.bias.detach().cpu().double().numpy().copy()
+        self.norm_eps = float(net.norm.eps)
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """``float64[K]``: the advantage of every action of one observation (network keys,
+        :data:`OBS_KEYS`, unbatched)."""
+        spec = self.spec
+        f = np.float64
+        buf = np.asarray(obs["buffer"], f).reshape(spec.buffer_dim)
+        rows = np.asarray(obs["candidates"], f).reshape(spec.k, spec.candidate_dim)
+        present = rows[:, :1]
+        cands = _mlp_np(np.concatenate([rows, np.broadcast_to(buf, (spec.k, spec.buffer_dim))], 1), self.candidate)
+        cands *= present
+        n_present = float(present.sum())
+        pooled_mean = cands.sum(0) / max(n_present, 1.0)
+        pooled_max = (cands - (1.0 - present) * 1e4).max(0) * float(n_present > 0)
+        memory = _mlp_np(np.asarray(obs["memory"], f).reshape(spec.memory_dim), self.memory, last_activation=True)
+        x = np.concatenate([buf, np.asarray(obs["progress"], f).reshape(-1), np.asarray(obs["next"], f).reshape(-1),
+                            memory, pooled_mean, pooled_max])
+        h = _mlp_np(x, self.trunk)
+        mean = h.mean()
+        var = ((h - mean) ** 2).mean()
+        latent = (h - mean) / np.sqrt(var + self.norm_eps) * self.norm_weight + self.norm_bias
+        keyed = np.concatenate([np.broadcast_to(latent, (spec.k, latent.shape[0])), cands], 1)
+        return _mlp_np(keyed, self.pointer)[:, 0].astype(np.float32).astype(np.float64)

@@ -50,7 +50,7 @@ from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
 from .labels import ExpertRecord, label_decision, label_targets, policy_move, predicted_gain
-from .networks import ObsSpec, obs_spec_v1, stack_obs
+from .networks import NumpyAdvantage, ObsSpec, obs_spec_v1
 
 __all__ = ["ENV_ID", "FAST_BRANCH", "make_env_v1", "obs_spec_v1", "adapt_obs", "branch_mask", "Completions",
            "label_game_v1", "play_v1", "network_advantage", "check_v1_agent"]
@@ -206,10 +206,12 @@ def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None)
 
 def network_advantage(model) -> AdvantageFn:
     """The advantage head of a version-2 network (:class:`.model.NetworkModel`) as an
-    ``advantage_fn`` of :func:`play_v1` (one network call per decision)."""
+    ``advantage_fn`` of :func:`play_v1` (one network call per decision), computed in numpy from
+    a snapshot of the weights taken now (:class:`.networks.NumpyAdvantage`)."""
+    head = NumpyAdvantage(model.net)
 
     def advantage(env, obs, legal, base):
-        return model.advantage(stack_obs([adapt_obs(obs)]))[0]
+        return head(adapt_obs(obs))
 
     return advantage
 
