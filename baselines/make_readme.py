@@ -170,7 +170,9 @@ def training_budgets(root: Path = HERE) -> list[str]:
         played = (f"{e['episodes']:,} labelled games ({e['positions']:,} labelled positions to the replay)"
                   if "positions" in e and e["env_steps"] == e["episodes"]
                   else f"{e['env_steps']:,} moves in {e['episodes']:,} games")
-        lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training, "
+        before = (f" after {e['init_elapsed_s'] / 60:.0f} minutes of the run it started from (`--init`)"
+                  if e.get("init_elapsed_s") else "")
+        lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training{before}, "
                      f"{played}, {e['train_steps']:,} updates (`{folder}/train-log.jsonl`)")
     for record in sorted(root.glob("**/train.json")):
         trained, folder = _trained(record), record.parent.relative_to(root).as_posix()
@@ -184,7 +186,8 @@ def trained_models(root: Path = HERE) -> dict[str, str]:
     same records as :func:`training_budgets`."""
     out = {}
     for log in sorted(root.glob("**/train-log.jsonl")):
-        out[log.parent.relative_to(root).as_posix()] = f"{_end_event(log)['elapsed_s'] / 60:.0f} min"
+        e = _end_event(log)   # with --init, the run it started from counts too
+        out[log.parent.relative_to(root).as_posix()] = f"{(e['elapsed_s'] + e.get('init_elapsed_s', 0.0)) / 60:.0f} min"
     for record in sorted(root.glob("**/train.json")):
         out[record.parent.relative_to(root).as_posix()] = f"{_trained(record)['minutes']:.0f} min"
     return out

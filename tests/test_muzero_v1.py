@@ -3,6 +3,7 @@ the labels over xla-msa's move, the policy and the gated search, and the refusal
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -434,8 +435,11 @@ def test_train_init_starts_from_another_runs_weights(checkpoints, tmp_path):
     base = ["--minutes", "0.02", "--scenario", SCENARIO.name, "--env", "v1", "--quiet",
             *[f"--set={s}" for s in SMALL], "--set", "train.min_replay=100000", "--set", "train.replay_capacity=100000"]
     out = tmp_path / "run"
-    assert train_main([*base, "--out", str(out), "--init", str(checkpoints / "v1")]) == 0
-    start, _, _ = load_network(checkpoints / "v1")
+    start, config, _ = load_network(checkpoints / "v1")
+    save_checkpoint(tmp_path / "init", net=start, config=config, progress={"elapsed_s": 123.5})
+    assert train_main([*base, "--out", str(out), "--init", str(tmp_path / "init")]) == 0
+    end = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()][-1]
+    assert end["event"] == "end" and end["init_elapsed_s"] == 123.5   # the budget it took in all
     got, _, payload = load_network(out)
     assert payload["progress"]["train_steps"] == 0   # min_replay never reached: no update
     for a, b in zip(start.state_dict().values(), got.state_dict().values()):

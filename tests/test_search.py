@@ -323,6 +323,11 @@ def test_make_readme_lists_training_budgets(tmp_path):
     (tmp_path / "lab" / "train-log.jsonl").write_text(json.dumps(labelled) + "\n")
     assert ("25 minutes of wall-clock training, 40 labelled games (1,900 labelled positions to the replay), "
             "77 updates (`lab/train-log.jsonl`)") in mr.training_budgets(tmp_path)[0]
+    # a run started from another's weights (--init): both budgets, and the training column their sum
+    (tmp_path / "lab" / "train-log.jsonl").write_text(json.dumps({**labelled, "init_elapsed_s": 3300.0}) + "\n")
+    assert ("25 minutes of wall-clock training after 55 minutes of the run it started from (`--init`), "
+            "40 labelled games") in mr.training_budgets(tmp_path)[0]
+    assert mr.trained_models(tmp_path)["lab"] == "80 min"
     (tmp_path / "lab" / "train-log.jsonl").unlink()
     (tmp_path / "lab").rmdir()
     text, docs = mr.render([], {}, lines)

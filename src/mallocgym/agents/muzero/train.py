@@ -292,6 +292,8 @@ def _train_expert(config: MuZeroConfig, payload: dict | None, *, scenarios: Sequ
         bar.update("done", done=round(budget))
     summary = record(counters["elapsed_s"], losses, list(games))
     summary["checkpoint"] = str(checkpoint_path(out))
+    if init is not None:   # the network's training before this run (--init), for the budget it took in all
+        summary["init_elapsed_s"] = float(init["progress"].get("elapsed_s", 0.0))
     if stop:
         summary["interrupted"] = True
     log.write({"event": "end", **summary})
