@@ -238,22 +238,27 @@ def _mlp_np(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]], last_act
 
 class NumpyAdvantage:
     """:meth:`MuZeroNet.advantage` of one MallocGame-v1 observation in numpy, from a snapshot of
-    the network's weights taken at construction: the same layers in the same order (the
-    representation, then the advantage pointer), without torch's per-call overhead. What the
-    policy and the learned search call once per decision: about 6x faster than the torch call
-    for one observation on this machine, and equal to it within float32 rounding (a test
-    compares them). It computes in float64 and rounds the result to float32, so that two
-    identical action rows get the same advantage (a matrix product may round rows differently
-    by where they fall in its blocks, which would make a tie look like a gain)."""
+    the network's weights taken at construction, without torch's per-call overhead: what the
+    policy and the learned search call once per decision. The same function, arranged for one
+    observation: the candidate encoder runs on the rows of actions present only (an absent row's
+    encoding is zero), the first layers of the candidate encoder and of the advantage pointer are
+    split into their per-row and shared parts (the buffer vector and the latent enter once), and
+    every absent row's advantage is one shared value. Equal to the torch call within float32
+    rounding (a test compares them); it computes in float64 and rounds the result to float32, so
+    that two identical action rows get the same advantage (a matrix product may round rows
+    differently by where they fall in its blocks, which would make a tie look like a gain)."""
 
     def __init__(self, net: MuZeroNet):
         if net.spec.game != "v1" or net.config.version < 2:
             raise ValueError("NumpyAdvantage reads a MallocGame-v1 network with an advantage head (network.version 2)")
-        self.spec = net.spec
+        spec = self.spec = net.spec
         self.memory = _linears(net.memory_encoder)
-        self.candidate = _linears(net.candidate_encoder)
+        (w, b), *self.candidate = _linears(net.candidate_encoder)
+        self.candidate_row, self.candidate_buffer, self.candidate_bias = w[:spec.candidate_dim], w[spec.candidate_dim:], b
         self.trunk = _linears(net.trunk)
-        self.pointer = _linears(net.advantage_pointer)
+        (w, b), *self.pointer = _linears(net.advantage_pointer)
+        h = net.config.hidden
+        self.pointer_latent, self.pointer_row, self.pointer_bias = w[:h], w[h:], b
         self.norm_weight = net.norm.weight.detach().cpu().double().numpy().copy()
         self.norm_bias = net.norm.bias.detach().cpu().double().numpy().copy()
         self.norm_eps = float(net.norm.eps)
@@ -265,12 +270,18 @@ class NumpyAdvantage:
         f = np.float64
         buf = np.asarray(obs["buffer"], f).reshape(spec.buffer_dim)
         rows = np.asarray(obs["candidates"], f).reshape(spec.k, spec.candidate_dim)
-        present = rows[:, :1]
-        cands = _mlp_np(np.concatenate([rows, np.broadcast_to(buf, (spec.k, spec.buffer_dim))], 1), self.candidate)
-        cands *= present
-        n_present = float(present.sum())
-        pooled_mean = cands.sum(0) / max(n_present, 1.0)
-        pooled_max = (cands - (1.0 - present) * 1e4).max(0) * float(n_present > 0)
+        on = np.flatnonzero(rows[:, 0] != 0.0)        # the rows present (MuZeroNet.represent's mask)
+        present = rows[on, :1]
+        first = rows[on] @ self.candidate_row + (buf @ self.candidate_buffer + self.candidate_bias)
+        np.maximum(first, 0.0, out=first)
+        cands = _mlp_np(first, self.candidate) * present
+        if on.size:
+            pooled_mean = cands.sum(0) / max(float(present.sum()), 1.0)
+            pooled_max = (cands - (1.0 - present) * 1e4).max(0)
+            if on.size < spec.k:   # an absent row: 0 - 1e4
+                np.maximum(pooled_max, -1e4, out=pooled_max)
+        else:
+            pooled_mean = pooled_max = np.zeros(self.candidate[-1][1].shape[0], f)
         memory = _mlp_np(np.asarray(obs["memory"], f).reshape(spec.memory_dim), self.memory, last_activation=True)
         x = np.concatenate([buf, np.asarray(obs["progress"], f).reshape(-1), np.asarray(obs["next"], f).reshape(-1),
                             memory, pooled_mean, pooled_max])
@@ -278,5 +289,10 @@ class NumpyAdvantage:
         mean = h.mean()
         var = ((h - mean) ** 2).mean()
         latent = (h - mean) / np.sqrt(var + self.norm_eps) * self.norm_weight + self.norm_bias
-        keyed = np.concatenate([np.broadcast_to(latent, (spec.k, latent.shape[0])), cands], 1)
-        return _mlp_np(keyed, self.pointer)[:, 0].astype(np.float32).astype(np.float64)
+        shared = latent @ self.pointer_latent + self.pointer_bias
+        keyed = np.vstack([shared, cands @ self.pointer_row + shared])   # row 0: an absent action's
+        np.maximum(keyed, 0.0, out=keyed)
+        out = _mlp_np(keyed, self.pointer)[:, 0]
+        advantage = np.full(spec.k, out[0])
+        advantage[on] = out[1:]
+        return advantage.astype(np.float32).astype(np.float64)
