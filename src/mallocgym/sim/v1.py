@@ -39,6 +39,7 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
@@ -87,7 +88,9 @@ State1 = namedtuple("State1", [
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
     "active",        # int64[S] ids of the chunks opened so far: the first counters[ACT_SORTED] sorted by
                      #   offset (then id), the later ones in the order opened (merged in when a scan
-                     #   of all chunks needs them in order)
+                     #   of all chunks needs them in order, or too many for live_chunks)
+    "ch_rank",       # int64[S] each chunk's place in ``active`` once merged in (-1: opened since the last merge)
+    "rank_bits",     # int64[S // 64 + 1] scratch of live_chunks (a bit per rank; all zero between calls)
     "cp_key",        # int64[S + N] the copies: prefetches (key = segment id) and evictions (key = S +
     "cp_start",      #   buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
     "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
@@ -133,6 +136,8 @@ State1 = namedtuple("State1", [
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
 DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
+RANK_SORT_MIN = 256  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
+RANK_TAIL_MIN, RANK_TAIL_SHIFT = 1024, 3  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
@@ -327,7 +332,8 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         seg_chunk=np.full(s, -1, np.int64), ev_done=np.full(n, -1, np.int64), ev_base=np.full(n, -1, np.int64),
         ev_chunk=np.full(n, -1, np.int64), ev_final=np.zeros(n, np.int64),
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
-        ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
+        ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64), ch_rank=np.full(s, -1, np.int64),
+        rank_bits=np.zeros(s // 64 + 1, np.int64),
         cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
         cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64), cp_flight=np.zeros(t + 3, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
@@ -399,6 +405,7 @@ def copy_into(src, dst):
     dst.ch_off[:] = src.ch_off
     dst.ch_buf[:] = src.ch_buf
     dst.active[:] = src.active
+    dst.ch_rank[:] = src.ch_rank
     dst.cp_key[:] = src.cp_key
     dst.cp_start[:] = src.cp_start
     dst.cp_done[:] = src.cp_done
@@ -751,13 +758,15 @@ def _activate(st, state, c):
     _register(st, state, c)
     n = state.counters[N_CHUNKS]
     state.active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
+    state.ch_rank[c] = -1
     state.counters[N_CHUNKS] = n + 1
 
 
 @njit(cache=True)
 def _merge_active(state, tmp):
     """Bring ``active`` into offset order (then id): sort the chunks appended since the last
-    merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``)."""
+    merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``); note each
+    chunk's place (``ch_rank``)."""
     n = state.counters[N_CHUNKS]
     k = state.counters[ACT_SORTED]
     if k >= n:
@@ -780,6 +789,9 @@ def _merge_active(state, tmp):
             j += 1
         m += 1
     active[:n] = tmp[:n]
+    rank = state.ch_rank
+    for i in range(n):
+        rank[active[i]] = i
     state.counters[ACT_SORTED] = n
 
 
@@ -810,22 +822,29 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     the chunks registered in the index buckets the window spans (a chunk registered in several
     is taken in the first of them that the window spans: its first bucket or the window's), then
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
-    (``active``) is cheaper."""
+    (``active``) is cheaper. A long window's chunks are put in order by their place in ``active``
+    (:func:`_live_by_rank`), not by a sort."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
-    if 2 * _registrations(state, k0, k1) > state.counters[N_CHUNKS]:
+    regs = _registrations(state, k0, k1)
+    n_chunks = state.counters[N_CHUNKS]
+    if 2 * regs > n_chunks:
         _merge_active(state, ids)
-        for i in range(state.counters[N_CHUNKS]):
+        for i in range(n_chunks):
             c = active[i]
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
                 continue
             ids[m] = c
             m += 1
         return m
+    if regs >= RANK_SORT_MIN:
+        if n_chunks - state.counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
+            _merge_active(state, ids)
+        return _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1)
     for k in range(k0, k1 + 1):
         j = head[k]
         while j >= 0:
@@ -862,6 +881,74 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             ids[j + 1] = ids[j]
             j -= 1
         ids[j + 1] = c
+    return m
+
+
+@njit(cache=True)
+def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
+    """:func:`live_chunks` over index buckets ``k0..k1`` without sorting the chunks merged into
+    ``active``: each sets the bit of its place there (``ch_rank``, in offset then id order) in
+    ``rank_bits``, and reading the set bits in order lists them by offset, in time linear in the
+    chunks met plus the places spanned / 64. Those opened since the last merge (``ch_rank`` -1)
+    are sorted by (offset, id), kept at the end of ``ids``, and merged in."""
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
+    rank, bits = state.ch_rank, state.rank_bits
+    size = np.int64(ids.shape[0])
+    n_tail = 0
+    r_lo = size
+    r_hi = np.int64(-1)
+    for k in range(k0, k1 + 1):
+        j = head[k]
+        while j >= 0:
+            c = cid[j]
+            j = nxt[j]
+            if c < 0:
+                if k > k0:
+                    continue
+                c = ~c
+            if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
+                continue
+            r = rank[c]
+            if r >= 0:
+                bits[r >> 6] |= np.int64(1) << (r & 63)
+                if r < r_lo:
+                    r_lo = r
+                if r > r_hi:
+                    r_hi = r
+            else:
+                n_tail += 1
+                ids[size - n_tail] = c
+    t = size - n_tail  # the tail ids[t:size], by (offset, id)
+    for i in range(t + 1, size):
+        c = ids[i]
+        off = ch_off[c]
+        j = i - 1
+        while j >= t and (ch_off[ids[j]] > off or (ch_off[ids[j]] == off and ids[j] > c)):
+            ids[j + 1] = ids[j]
+            j -= 1
+        ids[j + 1] = c
+    m = 0
+    if r_hi >= 0:
+        for wd in range(r_lo >> 6, (r_hi >> 6) + 1):
+            x = bits[wd]
+            if x == 0:
+                continue
+            bits[wd] = 0
+            while x != 0:
+                c = active[(wd << 6) + trailing_zeros(x)]
+                x &= x - 1
+                oc = ch_off[c]
+                while t < size and (ch_off[ids[t]] < oc or (ch_off[ids[t]] == oc and ids[t] < c)):
+                    ids[m] = ids[t]
+                    m += 1
+                    t += 1
+                ids[m] = c
+                m += 1
+    while t < size:
+        ids[m] = ids[t]
+        m += 1
+        t += 1
     return m
 
 
