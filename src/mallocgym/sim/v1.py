@@ -107,8 +107,11 @@ State1 = namedtuple("State1", [
     "sim_empty",     # bool[T+1] both copy queues empty at the start of iteration t (last simulation)
     "blk_time",      # float64[T // BLOCK + 1] program time of each block of simulation iterations
     "blk_stall",     # float64[T // BLOCK + 1] stall time of each block (runtime.sum_blocks)
-    "ix_head",       # int32[B] chunk index: the last registration in each time bucket of IX_WIDTH ops (-1 none)
-    "ix_nxt",        # int32[R] the registration before it in the same bucket (-1 none)
+    "ix_head",       # int32[B] chunk index: the first registration in each time bucket of IX_WIDTH ops (-1 none)
+    "ix_tail",       # int32[B] the last registration in each bucket (-1 none)
+    "ix_nxt",        # int32[R] the registration after it in the same bucket (-1 none): a bucket lists its
+                     #   chunks' first registrations (newest first), then the later ones (in the order made),
+                     #   so a walk that needs a chunk once stops at the first later one past its first bucket
     "ix_cid",        # int32[R] the chunk registered: c in its first bucket, ~c (< 0) in the later ones
     "ix_reg_hi",     # int64[S] the op each chunk is registered through (-1: not yet); see _register
     "ix_count",      # int32[B] registrations in each bucket
@@ -136,8 +139,8 @@ State1 = namedtuple("State1", [
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
 DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
-RANK_SORT_MIN = 256  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
-RANK_TAIL_MIN, RANK_TAIL_SHIFT = 1024, 3  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
+RANK_SORT_MIN = 128  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
+RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
@@ -370,7 +373,8 @@ def _new_index(st: Static1, width: int) -> dict:
     segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
     n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
     cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
-    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_nxt=np.zeros(cap, np.int32),
+    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_tail=np.full(n_ops // width + 2, -1, np.int32),
+                ix_nxt=np.zeros(cap, np.int32),
                 ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64),
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
 
@@ -422,6 +426,7 @@ def copy_into(src, dst):
     dst.blk_time[:] = src.blk_time
     dst.blk_stall[:] = src.blk_stall
     dst.ix_head[:] = src.ix_head
+    dst.ix_tail[:] = src.ix_tail
     n = src.counters[IX_USED]
     dst.ix_nxt[:n] = src.ix_nxt[:n]
     dst.ix_cid[:n] = src.ix_cid[:n]
@@ -742,9 +747,20 @@ def _register(st, state, c):
         n = state.counters[IX_USED]
         if n >= state.ix_cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
-        state.ix_cid[n] = c if old < 0 and k == first else ~c
-        state.ix_nxt[n] = state.ix_head[k]
-        state.ix_head[k] = n
+        if old < 0 and k == first:  # a first registration: at the head
+            state.ix_cid[n] = c
+            state.ix_nxt[n] = state.ix_head[k]
+            state.ix_head[k] = n
+            if state.ix_tail[k] < 0:
+                state.ix_tail[k] = n
+        else:  # a later one: at the tail
+            state.ix_cid[n] = ~c
+            state.ix_nxt[n] = -1
+            if state.ix_tail[k] >= 0:
+                state.ix_nxt[state.ix_tail[k]] = n
+            else:
+                state.ix_head[k] = n
+            state.ix_tail[k] = n
         state.ix_count[k] += 1
         state.counters[IX_USED] = n + 1
     state.ix_reg_hi[c] = hi
@@ -852,7 +868,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             j = nxt[j]
             if c < 0:  # not the chunk's first bucket: met in an earlier bucket of this window
                 if k > k0:
-                    continue
+                    break  # and so are the rest of this bucket
                 c = ~c
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
                 continue
@@ -905,7 +921,7 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
             j = nxt[j]
             if c < 0:
                 if k > k0:
-                    continue
+                    break
                 c = ~c
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
                 continue
@@ -920,7 +936,13 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
                 n_tail += 1
                 ids[size - n_tail] = c
     t = size - n_tail  # the tail ids[t:size], by (offset, id)
-    for i in range(t + 1, size):
+    if n_tail > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // size:
+        for i in range(t, size):
+            ids[i] = ch_off[ids[i]] * size + ids[i]
+        ids[t:size].sort()
+        for i in range(t, size):
+            ids[i] = ids[i] % size
+    for i in range(t + 1, size):  # (an insertion sort; a pass that moves nothing once sorted)
         c = ids[i]
         off = ch_off[c]
         j = i - 1
@@ -1010,19 +1032,22 @@ def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
     (``hi + 1`` if none); with ``any_op``, some op of ``[lo, hi]`` at which it does (a yes/no
     question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the
-    index buckets of the window (no sort is needed here, so the walk beats a scan of every chunk
-    even on long windows)."""
+    index buckets of the window, each chunk once (no sort is needed here, so the walk beats a scan
+    of every chunk even on long windows)."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
     size = sizes[b]
     first = hi + 1
     w = state.counters[IX_WIDTH]
-    for k in range(max(lo, 0) // w, min(hi // w, head.shape[0] - 1) + 1):
+    k0 = max(lo, 0) // w
+    for k in range(k0, min(hi // w, head.shape[0] - 1) + 1):
         j = head[k]
         while j >= 0:
             c = cid[j]
             j = nxt[j]
             if c < 0:
+                if k > k0:
+                    break  # registered in an earlier bucket of the window too: met there
                 c = ~c
             if ch_buf[c] == b or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo or ch_lo[c] > hi:
                 continue
