@@ -568,6 +568,50 @@ def _remove_copy(st, state, key, start, done):
 
 
 @njit(cache=True)
+def _move_copy(state, key, start, done, new_done):
+    """Make the listed copy ``key`` (issued after ``start``, done before ``done``) done before
+    ``new_done``: what removing it and adding it again does, but in queue order only the copies
+    issued after the same op, between its old place and its new one, move."""
+    n = state.counters[N_COPIES]
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    if state.counters[CP_APPEND] == 1:  # out of order: the copy was most likely just added
+        i = n - 1
+        while i >= 0 and cp_key[i] != key:
+            i -= 1
+        j = i
+    else:
+        i = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
+        j = _queue_pos(cp_start, cp_done, cp_key, n, start, new_done, key)  # counts the copy itself if before
+        if i >= 0 and cp_key[i] == key and j > i:
+            j -= 1
+    if i < 0 or cp_key[i] != key:
+        raise ValueError("MallocGame-v1: moving a copy that is not listed (a bug)")
+    nbytes, kind = cp_bytes[i], cp_kind[i]
+    _touch(state, start + 1)
+    _flight_add(state.cp_flight, done + 1, np.int64(nbytes))
+    _flight_add(state.cp_flight, new_done + 1, -np.int64(nbytes))
+    if j > i:
+        for x in range(i, j):
+            cp_key[x] = cp_key[x + 1]
+            cp_start[x] = cp_start[x + 1]
+            cp_done[x] = cp_done[x + 1]
+            cp_bytes[x] = cp_bytes[x + 1]
+            cp_kind[x] = cp_kind[x + 1]
+    elif j < i:
+        for x in range(i, j, -1):
+            cp_key[x] = cp_key[x - 1]
+            cp_start[x] = cp_start[x - 1]
+            cp_done[x] = cp_done[x - 1]
+            cp_bytes[x] = cp_bytes[x - 1]
+            cp_kind[x] = cp_kind[x - 1]
+    cp_key[j] = key
+    cp_start[j] = start
+    cp_done[j] = new_done
+    cp_bytes[j] = nbytes
+    cp_kind[j] = kind
+
+
+@njit(cache=True)
 def append_copies(state, on):
     """Switch the copy list to append mode (``on``: copies are added at its end, out of queue
     order: what a plan or a completion does, which simulates only at its end) or back to queue
@@ -1262,14 +1306,22 @@ def _price(st, state, b, seg, to_fast):
         _touch(state, t)
 
 
-@njit(cache=True)
-def _drop_eviction(st, state, b):
-    if state.ev_done[b] >= 0:
-        c = state.ev_chunk[b]
-        _set_hi(st, state, c, state.ev_base[b])
-        done = state.ev_done[b]
+@njit(cache=True, inline="always")
+def _unhold_eviction(st, state, b):
+    """Forget ``b``'s eviction and its hold on the chunk; return its done op (-1: none). Its copy
+    stays listed: the caller moves it (:func:`_place_eviction`) or removes it (:func:`_drop_copy`)."""
+    done = state.ev_done[b]
+    if done >= 0:
+        _set_hi(st, state, state.ev_chunk[b], state.ev_base[b])
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
+    return done
+
+
+@njit(cache=True, inline="always")
+def _drop_copy(st, state, b, done):
+    """Remove the copy of ``b``'s eviction, done before op ``done`` (-1: none listed)."""
+    if done >= 0:
         _remove_copy(st, state, st.seg_use.shape[0] + b, st.def_op[b], done)
 
 
@@ -1306,9 +1358,11 @@ def eviction_end(st, state, b, needed):
 
 
 @njit(cache=True)
-def _place_eviction(st, state, b, needed):
+def _place_eviction(st, state, b, needed, old):
     """Evict buffer ``b`` (produced fast, initial run ending at chunk ``c``) so that its slow copy
-    exists before op ``needed``."""
+    exists before op ``needed``; ``old``: the done op of the copy of its previous eviction, still
+    listed (moved, not removed and added again: a move shifts only the copies issued at the same
+    op), -1 none."""
     c = state.seg_chunk[st.seg_ptr[b]]
     last_use = state.ch_hi[c]
     d = st.def_op[b]
@@ -1316,21 +1370,29 @@ def _place_eviction(st, state, b, needed):
     state.ev_done[b] = e
     state.ev_base[b] = last_use
     state.ev_chunk[b] = c
-    _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
+    if old >= 0:
+        _move_copy(state, st.seg_use.shape[0] + b, d, old, e)
+    else:
+        _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
     if e - 1 > last_use:
         _set_hi(st, state, c, e - 1)
 
 
 @njit(cache=True)
-def _update_eviction(st, state, b):
-    """(Re)place ``b``'s eviction after a decision on one of its segments."""
+def _update_eviction(st, state, b, old):
+    """(Re)place ``b``'s eviction after a decision on one of its segments; ``old``: the done op
+    of an eviction already unheld (:func:`_unhold_eviction`) whose copy is still listed, -1 none."""
     if state.ev_final[b] == 1 or st.def_op[b] < 0:
+        _drop_copy(st, state, b, old)
         return
     first = st.seg_ptr[b]
     last = st.seg_ptr[b + 1]
     if state.seg_kind[first] != FAST:
+        _drop_copy(st, state, b, old)
         return
-    _drop_eviction(st, state, b)
+    done = _unhold_eviction(st, state, b)
+    if done >= 0:
+        old = done
     j = first
     while j < last and state.seg_kind[j] == FAST:
         j += 1
@@ -1339,13 +1401,15 @@ def _update_eviction(st, state, b):
             needed = st.seg_use[j]
         else:  # PREFETCH: the slow copy must exist when it is issued
             needed = state.seg_pstart[j]
-        _place_eviction(st, state, b, needed)
+        _place_eviction(st, state, b, needed, old)
         if state.seg_kind[j] != UNDECIDED:
             state.ev_final[b] = 1
     elif st.is_output[b] == 1:
-        _place_eviction(st, state, b, st.compute_time.shape[0])
+        _place_eviction(st, state, b, st.compute_time.shape[0], old)
         if state.seg_kind[last - 1] != UNDECIDED:
             state.ev_final[b] = 1
+    else:
+        _drop_copy(st, state, b, old)
 
 
 @njit(cache=True)
@@ -1364,12 +1428,13 @@ def apply_rules(st, state, s, kind, off, pstart):
     from the earliest op any of the decisions since the last run touched)."""
     b = st.seg_buf[s]
     state.seg_kind[s] = kind
+    old = -1  # the done op of an eviction unheld here, its copy still listed
     if kind == FAST and s != st.seg_ptr[b]:
         c = state.seg_chunk[s - 1]
         state.seg_chunk[s] = c
         state.seg_off[s] = state.seg_off[s - 1]
         if state.ev_chunk[b] == c:  # the tentative eviction extended it: drop that first
-            _drop_eviction(st, state, b)
+            old = _unhold_eviction(st, state, b)
         _set_hi(st, state, c, st.seg_use[s])
     elif kind == FAST or kind == PREFETCH_SEG:
         c = s
@@ -1389,4 +1454,4 @@ def apply_rules(st, state, s, kind, off, pstart):
         _price(st, state, b, s, True)
         if kind == FAST and s == st.seg_ptr[b]:
             _price(st, state, b, DEF_GROUP, True)
-    _update_eviction(st, state, b)
+    _update_eviction(st, state, b, old)
