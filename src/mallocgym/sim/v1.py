@@ -39,6 +39,7 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..hardware import Hardware
 from ..workloads.core import Workload
@@ -87,7 +88,9 @@ State1 = namedtuple("State1", [
     "ch_lo", "ch_hi", "ch_off", "ch_buf",  # int64[S] chunks (ids = the segment that opened them)
     "active",        # int64[S] ids of the chunks opened so far: the first counters[ACT_SORTED] sorted by
                      #   offset (then id), the later ones in the order opened (merged in when a scan
-                     #   of all chunks needs them in order)
+                     #   of all chunks needs them in order, or too many for live_chunks)
+    "ch_rank",       # int64[S] each chunk's place in ``active`` once merged in (-1: opened since the last merge)
+    "rank_bits",     # int64[S // 64 + 1] scratch of live_chunks (a bit per rank; all zero between calls)
     "cp_key",        # int64[S + N] the copies: prefetches (key = segment id) and evictions (key = S +
     "cp_start",      #   buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
     "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
@@ -104,8 +107,11 @@ State1 = namedtuple("State1", [
     "sim_empty",     # bool[T+1] both copy queues empty at the start of iteration t (last simulation)
     "blk_time",      # float64[T // BLOCK + 1] program time of each block of simulation iterations
     "blk_stall",     # float64[T // BLOCK + 1] stall time of each block (runtime.sum_blocks)
-    "ix_head",       # int32[B] chunk index: the last registration in each time bucket of IX_WIDTH ops (-1 none)
-    "ix_nxt",        # int32[R] the registration before it in the same bucket (-1 none)
+    "ix_head",       # int32[B] chunk index: the first registration in each time bucket of IX_WIDTH ops (-1 none)
+    "ix_tail",       # int32[B] the last registration in each bucket (-1 none)
+    "ix_nxt",        # int32[R] the registration after it in the same bucket (-1 none): a bucket lists its
+                     #   chunks' first registrations (newest first), then the later ones (in the order made),
+                     #   so a walk that needs a chunk once stops at the first later one past its first bucket
     "ix_cid",        # int32[R] the chunk registered: c in its first bucket, ~c (< 0) in the later ones
     "ix_reg_hi",     # int64[S] the op each chunk is registered through (-1: not yet); see _register
     "ix_count",      # int32[B] registrations in each bucket
@@ -133,6 +139,8 @@ State1 = namedtuple("State1", [
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
 DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
+RANK_SORT_MIN = 128  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
+RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
@@ -327,7 +335,8 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         seg_chunk=np.full(s, -1, np.int64), ev_done=np.full(n, -1, np.int64), ev_base=np.full(n, -1, np.int64),
         ev_chunk=np.full(n, -1, np.int64), ev_final=np.zeros(n, np.int64),
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
-        ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64),
+        ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64), ch_rank=np.full(s, -1, np.int64),
+        rank_bits=np.zeros(s // 64 + 1, np.int64),
         cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
         cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64), cp_flight=np.zeros(t + 3, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
@@ -364,7 +373,8 @@ def _new_index(st: Static1, width: int) -> dict:
     segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
     n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
     cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
-    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_nxt=np.zeros(cap, np.int32),
+    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_tail=np.full(n_ops // width + 2, -1, np.int32),
+                ix_nxt=np.zeros(cap, np.int32),
                 ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64),
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
 
@@ -399,6 +409,7 @@ def copy_into(src, dst):
     dst.ch_off[:] = src.ch_off
     dst.ch_buf[:] = src.ch_buf
     dst.active[:] = src.active
+    dst.ch_rank[:] = src.ch_rank
     dst.cp_key[:] = src.cp_key
     dst.cp_start[:] = src.cp_start
     dst.cp_done[:] = src.cp_done
@@ -415,6 +426,7 @@ def copy_into(src, dst):
     dst.blk_time[:] = src.blk_time
     dst.blk_stall[:] = src.blk_stall
     dst.ix_head[:] = src.ix_head
+    dst.ix_tail[:] = src.ix_tail
     n = src.counters[IX_USED]
     dst.ix_nxt[:n] = src.ix_nxt[:n]
     dst.ix_cid[:n] = src.ix_cid[:n]
@@ -553,6 +565,50 @@ def _remove_copy(st, state, key, start, done):
     _shift(cp_bytes, i + 1, n, -1)
     _shift(cp_kind, i + 1, n, -1)
     state.counters[N_COPIES] = n - 1
+
+
+@njit(cache=True)
+def _move_copy(state, key, start, done, new_done):
+    """Make the listed copy ``key`` (issued after ``start``, done before ``done``) done before
+    ``new_done``: what removing it and adding it again does, but in queue order only the copies
+    issued after the same op, between its old place and its new one, move."""
+    n = state.counters[N_COPIES]
+    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
+    if state.counters[CP_APPEND] == 1:  # out of order: the copy was most likely just added
+        i = n - 1
+        while i >= 0 and cp_key[i] != key:
+            i -= 1
+        j = i
+    else:
+        i = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
+        j = _queue_pos(cp_start, cp_done, cp_key, n, start, new_done, key)  # counts the copy itself if before
+        if i >= 0 and cp_key[i] == key and j > i:
+            j -= 1
+    if i < 0 or cp_key[i] != key:
+        raise ValueError("MallocGame-v1: moving a copy that is not listed (a bug)")
+    nbytes, kind = cp_bytes[i], cp_kind[i]
+    _touch(state, start + 1)
+    _flight_add(state.cp_flight, done + 1, np.int64(nbytes))
+    _flight_add(state.cp_flight, new_done + 1, -np.int64(nbytes))
+    if j > i:
+        for x in range(i, j):
+            cp_key[x] = cp_key[x + 1]
+            cp_start[x] = cp_start[x + 1]
+            cp_done[x] = cp_done[x + 1]
+            cp_bytes[x] = cp_bytes[x + 1]
+            cp_kind[x] = cp_kind[x + 1]
+    elif j < i:
+        for x in range(i, j, -1):
+            cp_key[x] = cp_key[x - 1]
+            cp_start[x] = cp_start[x - 1]
+            cp_done[x] = cp_done[x - 1]
+            cp_bytes[x] = cp_bytes[x - 1]
+            cp_kind[x] = cp_kind[x - 1]
+    cp_key[j] = key
+    cp_start[j] = start
+    cp_done[j] = new_done
+    cp_bytes[j] = nbytes
+    cp_kind[j] = kind
 
 
 @njit(cache=True)
@@ -735,9 +791,20 @@ def _register(st, state, c):
         n = state.counters[IX_USED]
         if n >= state.ix_cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
-        state.ix_cid[n] = c if old < 0 and k == first else ~c
-        state.ix_nxt[n] = state.ix_head[k]
-        state.ix_head[k] = n
+        if old < 0 and k == first:  # a first registration: at the head
+            state.ix_cid[n] = c
+            state.ix_nxt[n] = state.ix_head[k]
+            state.ix_head[k] = n
+            if state.ix_tail[k] < 0:
+                state.ix_tail[k] = n
+        else:  # a later one: at the tail
+            state.ix_cid[n] = ~c
+            state.ix_nxt[n] = -1
+            if state.ix_tail[k] >= 0:
+                state.ix_nxt[state.ix_tail[k]] = n
+            else:
+                state.ix_head[k] = n
+            state.ix_tail[k] = n
         state.ix_count[k] += 1
         state.counters[IX_USED] = n + 1
     state.ix_reg_hi[c] = hi
@@ -751,13 +818,15 @@ def _activate(st, state, c):
     _register(st, state, c)
     n = state.counters[N_CHUNKS]
     state.active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
+    state.ch_rank[c] = -1
     state.counters[N_CHUNKS] = n + 1
 
 
 @njit(cache=True)
 def _merge_active(state, tmp):
     """Bring ``active`` into offset order (then id): sort the chunks appended since the last
-    merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``)."""
+    merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``); note each
+    chunk's place (``ch_rank``)."""
     n = state.counters[N_CHUNKS]
     k = state.counters[ACT_SORTED]
     if k >= n:
@@ -780,6 +849,9 @@ def _merge_active(state, tmp):
             j += 1
         m += 1
     active[:n] = tmp[:n]
+    rank = state.ch_rank
+    for i in range(n):
+        rank[active[i]] = i
     state.counters[ACT_SORTED] = n
 
 
@@ -810,22 +882,29 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     the chunks registered in the index buckets the window spans (a chunk registered in several
     is taken in the first of them that the window spans: its first bucket or the window's), then
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
-    (``active``) is cheaper."""
+    (``active``) is cheaper. A long window's chunks are put in order by their place in ``active``
+    (:func:`_live_by_rank`), not by a sort."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
     w = state.counters[IX_WIDTH]
     k0 = max(lo, 0) // w
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     m = 0
-    if 2 * _registrations(state, k0, k1) > state.counters[N_CHUNKS]:
+    regs = _registrations(state, k0, k1)
+    n_chunks = state.counters[N_CHUNKS]
+    if 2 * regs > n_chunks:
         _merge_active(state, ids)
-        for i in range(state.counters[N_CHUNKS]):
+        for i in range(n_chunks):
             c = active[i]
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
                 continue
             ids[m] = c
             m += 1
         return m
+    if regs >= RANK_SORT_MIN:
+        if n_chunks - state.counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
+            _merge_active(state, ids)
+        return _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1)
     for k in range(k0, k1 + 1):
         j = head[k]
         while j >= 0:
@@ -833,7 +912,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             j = nxt[j]
             if c < 0:  # not the chunk's first bucket: met in an earlier bucket of this window
                 if k > k0:
-                    continue
+                    break  # and so are the rest of this bucket
                 c = ~c
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
                 continue
@@ -862,6 +941,80 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             ids[j + 1] = ids[j]
             j -= 1
         ids[j + 1] = c
+    return m
+
+
+@njit(cache=True)
+def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
+    """:func:`live_chunks` over index buckets ``k0..k1`` without sorting the chunks merged into
+    ``active``: each sets the bit of its place there (``ch_rank``, in offset then id order) in
+    ``rank_bits``, and reading the set bits in order lists them by offset, in time linear in the
+    chunks met plus the places spanned / 64. Those opened since the last merge (``ch_rank`` -1)
+    are sorted by (offset, id), kept at the end of ``ids``, and merged in."""
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
+    rank, bits = state.ch_rank, state.rank_bits
+    size = np.int64(ids.shape[0])
+    n_tail = 0
+    r_lo = size
+    r_hi = np.int64(-1)
+    for k in range(k0, k1 + 1):
+        j = head[k]
+        while j >= 0:
+            c = cid[j]
+            j = nxt[j]
+            if c < 0:
+                if k > k0:
+                    break
+                c = ~c
+            if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
+                continue
+            r = rank[c]
+            if r >= 0:
+                bits[r >> 6] |= np.int64(1) << (r & 63)
+                if r < r_lo:
+                    r_lo = r
+                if r > r_hi:
+                    r_hi = r
+            else:
+                n_tail += 1
+                ids[size - n_tail] = c
+    t = size - n_tail  # the tail ids[t:size], by (offset, id)
+    if n_tail > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // size:
+        for i in range(t, size):
+            ids[i] = ch_off[ids[i]] * size + ids[i]
+        ids[t:size].sort()
+        for i in range(t, size):
+            ids[i] = ids[i] % size
+    for i in range(t + 1, size):  # (an insertion sort; a pass that moves nothing once sorted)
+        c = ids[i]
+        off = ch_off[c]
+        j = i - 1
+        while j >= t and (ch_off[ids[j]] > off or (ch_off[ids[j]] == off and ids[j] > c)):
+            ids[j + 1] = ids[j]
+            j -= 1
+        ids[j + 1] = c
+    m = 0
+    if r_hi >= 0:
+        for wd in range(r_lo >> 6, (r_hi >> 6) + 1):
+            x = bits[wd]
+            if x == 0:
+                continue
+            bits[wd] = 0
+            while x != 0:
+                c = active[(wd << 6) + trailing_zeros(x)]
+                x &= x - 1
+                oc = ch_off[c]
+                while t < size and (ch_off[ids[t]] < oc or (ch_off[ids[t]] == oc and ids[t] < c)):
+                    ids[m] = ids[t]
+                    m += 1
+                    t += 1
+                ids[m] = c
+                m += 1
+    while t < size:
+        ids[m] = ids[t]
+        m += 1
+        t += 1
     return m
 
 
@@ -923,19 +1076,22 @@ def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     """The first op of ``[lo, hi]`` at which ``[off, off + size_b)`` meets another buffer's chunk
     (``hi + 1`` if none); with ``any_op``, some op of ``[lo, hi]`` at which it does (a yes/no
     question, answered at the first chunk found); ``msa_hold`` as :func:`held_through`. Walks the
-    index buckets of the window (no sort is needed here, so the walk beats a scan of every chunk
-    even on long windows)."""
+    index buckets of the window, each chunk once (no sort is needed here, so the walk beats a scan
+    of every chunk even on long windows)."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
     size = sizes[b]
     first = hi + 1
     w = state.counters[IX_WIDTH]
-    for k in range(max(lo, 0) // w, min(hi // w, head.shape[0] - 1) + 1):
+    k0 = max(lo, 0) // w
+    for k in range(k0, min(hi // w, head.shape[0] - 1) + 1):
         j = head[k]
         while j >= 0:
             c = cid[j]
             j = nxt[j]
             if c < 0:
+                if k > k0:
+                    break  # registered in an earlier bucket of the window too: met there
                 c = ~c
             if ch_buf[c] == b or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo or ch_lo[c] > hi:
                 continue
@@ -1150,14 +1306,22 @@ def _price(st, state, b, seg, to_fast):
         _touch(state, t)
 
 
-@njit(cache=True)
-def _drop_eviction(st, state, b):
-    if state.ev_done[b] >= 0:
-        c = state.ev_chunk[b]
-        _set_hi(st, state, c, state.ev_base[b])
-        done = state.ev_done[b]
+@njit(cache=True, inline="always")
+def _unhold_eviction(st, state, b):
+    """Forget ``b``'s eviction and its hold on the chunk; return its done op (-1: none). Its copy
+    stays listed: the caller moves it (:func:`_place_eviction`) or removes it (:func:`_drop_copy`)."""
+    done = state.ev_done[b]
+    if done >= 0:
+        _set_hi(st, state, state.ev_chunk[b], state.ev_base[b])
         state.ev_done[b] = -1
         state.ev_chunk[b] = -1
+    return done
+
+
+@njit(cache=True, inline="always")
+def _drop_copy(st, state, b, done):
+    """Remove the copy of ``b``'s eviction, done before op ``done`` (-1: none listed)."""
+    if done >= 0:
         _remove_copy(st, state, st.seg_use.shape[0] + b, st.def_op[b], done)
 
 
@@ -1194,9 +1358,11 @@ def eviction_end(st, state, b, needed):
 
 
 @njit(cache=True)
-def _place_eviction(st, state, b, needed):
+def _place_eviction(st, state, b, needed, old):
     """Evict buffer ``b`` (produced fast, initial run ending at chunk ``c``) so that its slow copy
-    exists before op ``needed``."""
+    exists before op ``needed``; ``old``: the done op of the copy of its previous eviction, still
+    listed (moved, not removed and added again: a move shifts only the copies issued at the same
+    op), -1 none."""
     c = state.seg_chunk[st.seg_ptr[b]]
     last_use = state.ch_hi[c]
     d = st.def_op[b]
@@ -1204,21 +1370,29 @@ def _place_eviction(st, state, b, needed):
     state.ev_done[b] = e
     state.ev_base[b] = last_use
     state.ev_chunk[b] = c
-    _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
+    if old >= 0:
+        _move_copy(state, st.seg_use.shape[0] + b, d, old, e)
+    else:
+        _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
     if e - 1 > last_use:
         _set_hi(st, state, c, e - 1)
 
 
 @njit(cache=True)
-def _update_eviction(st, state, b):
-    """(Re)place ``b``'s eviction after a decision on one of its segments."""
+def _update_eviction(st, state, b, old):
+    """(Re)place ``b``'s eviction after a decision on one of its segments; ``old``: the done op
+    of an eviction already unheld (:func:`_unhold_eviction`) whose copy is still listed, -1 none."""
     if state.ev_final[b] == 1 or st.def_op[b] < 0:
+        _drop_copy(st, state, b, old)
         return
     first = st.seg_ptr[b]
     last = st.seg_ptr[b + 1]
     if state.seg_kind[first] != FAST:
+        _drop_copy(st, state, b, old)
         return
-    _drop_eviction(st, state, b)
+    done = _unhold_eviction(st, state, b)
+    if done >= 0:
+        old = done
     j = first
     while j < last and state.seg_kind[j] == FAST:
         j += 1
@@ -1227,13 +1401,15 @@ def _update_eviction(st, state, b):
             needed = st.seg_use[j]
         else:  # PREFETCH: the slow copy must exist when it is issued
             needed = state.seg_pstart[j]
-        _place_eviction(st, state, b, needed)
+        _place_eviction(st, state, b, needed, old)
         if state.seg_kind[j] != UNDECIDED:
             state.ev_final[b] = 1
     elif st.is_output[b] == 1:
-        _place_eviction(st, state, b, st.compute_time.shape[0])
+        _place_eviction(st, state, b, st.compute_time.shape[0], old)
         if state.seg_kind[last - 1] != UNDECIDED:
             state.ev_final[b] = 1
+    else:
+        _drop_copy(st, state, b, old)
 
 
 @njit(cache=True)
@@ -1252,12 +1428,13 @@ def apply_rules(st, state, s, kind, off, pstart):
     from the earliest op any of the decisions since the last run touched)."""
     b = st.seg_buf[s]
     state.seg_kind[s] = kind
+    old = -1  # the done op of an eviction unheld here, its copy still listed
     if kind == FAST and s != st.seg_ptr[b]:
         c = state.seg_chunk[s - 1]
         state.seg_chunk[s] = c
         state.seg_off[s] = state.seg_off[s - 1]
         if state.ev_chunk[b] == c:  # the tentative eviction extended it: drop that first
-            _drop_eviction(st, state, b)
+            old = _unhold_eviction(st, state, b)
         _set_hi(st, state, c, st.seg_use[s])
     elif kind == FAST or kind == PREFETCH_SEG:
         c = s
@@ -1277,4 +1454,4 @@ def apply_rules(st, state, s, kind, off, pstart):
         _price(st, state, b, s, True)
         if kind == FAST and s == st.seg_ptr[b]:
             _price(st, state, b, DEF_GROUP, True)
-    _update_eviction(st, state, b)
+    _update_eviction(st, state, b, old)
