@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The MallocGame-v1 entry's run (issue 31): one training run, then the policy at every margin of the
-# rule (RULE.md) on the three program sets of equal_time.py, in parallel.
+# The MallocGame-v1 entry's runs (issue 31): the first training run, then the DAgger run from its
+# weights (RULE.md, amendment of 2026-11-27), then the policy at every margin of the rule on the
+# three program sets of equal_time.py, in parallel.
 #
-#   WORKERS=2 MINUTES=45 OUT=out/v1-entry bash baselines/muzero/v1/run.sh    # as published (2 cores)
+#   WORKERS=2 MINUTES=56 OUT=out/v1-entry bash baselines/muzero/v1/run.sh    # as published (2 cores)
 #   WORKERS=15 DEVICE=cuda MINUTES=6.5 bash baselines/muzero/v1/run.sh                # 16 cores and a GPU
 #
 # WORKERS: label-worker processes (train.label_workers) and parallel evaluations; DEVICE: the
 # learner's (train.device); MINUTES: the training budget; PY: the Python to use; SETS and
 # MARGINS: what is evaluated (default: the rule's); EVAL_OUT: where (default: OUT); BUFFERS: the
-# generator's buffer range (train.generator_buffers).
+# generator's buffer range (train.generator_buffers); DAGGER_MINUTES: the DAgger run's budget
+# (default 60; 0: none, the margins are then the first run's).
 set -euo pipefail
 PY=${PY:-python}
 WORKERS=${WORKERS:-2}
@@ -19,6 +21,7 @@ SETS=${SETS:-validation table test}
 MARGINS=${MARGINS:-0 0.25 0.5 1 2 4 8}
 BUFFERS=${BUFFERS:-100,1100}
 EVAL_OUT=${EVAL_OUT:-$OUT}
+DAGGER_MINUTES=${DAGGER_MINUTES:-60}
 export OMP_NUM_THREADS=1 PY OUT EVAL_OUT
 mkdir -p "$OUT" "$EVAL_OUT"
 # compile the simulator's kernels once (numba's cache), before the workers start
@@ -36,8 +39,16 @@ $PY -m mallocgym.cli train muzero --env v1 --suite default --minutes "$MINUTES" 
   --set train.replay_capacity=300000 --set train.positive_weight=1 \
   --set train.log_every_s=30 --set train.checkpoint_every_s=60 \
   --set train.label_workers="$WORKERS" --set train.device="$DEVICE" > "$OUT/train-summary.json"
+NET="$OUT/run"
+if [ "$DAGGER_MINUTES" != 0 ]; then
+  $PY -m mallocgym.cli train muzero --env v1 --config "$OUT/run/config.json" --init "$OUT/run" \
+    --minutes "$DAGGER_MINUTES" --out "$OUT/dagger" --seed 1 --quiet --set train.label_policy=0.5 \
+    --set train.label_workers="$WORKERS" --set train.device="$DEVICE" > "$OUT/dagger-summary.json"
+  NET="$OUT/dagger"
+fi
+export NET
 for SET in $SETS; do
   for M in $MARGINS; do echo "$SET $M"; done
 done | xargs -P "$WORKERS" -n 2 sh -c \
-  '$PY baselines/muzero/equal_time.py margins --env v1 --set $0 --checkpoint "$OUT/run" --margins $1 \
+  '$PY baselines/muzero/equal_time.py margins --env v1 --set $0 --checkpoint "$NET" --margins $1 \
      --out "$EVAL_OUT/margins_$0_$1.json" > /dev/null'
