@@ -45,7 +45,7 @@ from .model import effective_legal, xla_move
 from .game import make_env
 from .networks import OBS_KEYS, stack_obs
 
-__all__ = ["ExpertRecord", "expert_targets", "base_move", "label_targets", "label_game", "predicted_gain",
+__all__ = ["ExpertRecord", "expert_targets", "base_move", "label_targets", "scored_targets", "label_game", "predicted_gain",
            "policy_move", "LabelledTrajectory"]
 
 
@@ -132,6 +132,16 @@ def label_targets(times: np.ndarray, legal: np.ndarray, *, residual_scale: float
                           residual_scale=residual_scale)
 
 
+def scored_targets(legal: np.ndarray, base: int, score: Callable[[], np.ndarray],
+                   config: MuZeroConfig) -> tuple[np.ndarray, tuple]:
+    """``(times, targets)`` of a labelled position: ``score()``'s completion times (``inf`` off
+    ``legal``) and :func:`label_targets` over the ``base`` move with the config's scale and
+    temperature."""
+    times = np.where(legal, score(), np.inf)
+    return times, label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
+                                temperature=config.train.label_temperature)
+
+
 def label_decision(rng: np.random.Generator, p: float, legal: np.ndarray, base: int,
                    score: Callable[[], np.ndarray], config: MuZeroConfig) -> tuple[int, tuple | None]:
     """One decision of a labelled game (MallocGame-v0 or -v1): ``(action, targets or None)``.
@@ -143,11 +153,8 @@ def label_decision(rng: np.random.Generator, p: float, legal: np.ndarray, base: 
     order: the labelling draw (positions with a choice only), then the exploring draw."""
     if legal.sum() < 2 or not rng.random() < p:
         return base, None
-    times = np.where(legal, score(), np.inf)
-    t = config.train
-    targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
-                            temperature=t.label_temperature)
-    if rng.random() < t.label_explore and times.min() < times[base]:
+    times, targets = scored_targets(legal, base, score, config)
+    if rng.random() < config.train.label_explore and times.min() < times[base]:
         return int(np.argmin(times)), targets
     return base, targets
 

@@ -66,6 +66,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 POLICY_WINDOW = 20
+INIT_AND_RESUME = "--init starts a fresh run from another run's weights; --resume continues this one: use one of them"
 
 
 def policy_speedups(games: Sequence[tuple[float, float]]) -> dict:
@@ -109,8 +110,7 @@ def train(config: MuZeroConfig, *, scenarios: Sequence[Scenario], out_dir: str |
         raise ValueError(f"--out {out}: exists and is not a folder")
     payload = None
     if init is not None and resume:
-        raise ValueError("--init starts a fresh run from another run's weights; --resume continues this one: "
-                         "use one of them")
+        raise ValueError(INIT_AND_RESUME)
     init_payload = None
     if init is not None:
         try:
@@ -354,8 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("the game is chosen with --env v0|v1, not --set env.game")
     config = config.with_overrides(args.set + ([f"env.game={args.env}"] if args.env else []))
     if args.resume and args.init:
-        raise ValueError("--init starts a fresh run from another run's weights; --resume continues this one: "
-                         "use one of them")
+        raise ValueError(INIT_AND_RESUME)
     if args.resume and (args.config or args.set or args.env):
         raise ValueError("--resume continues with the checkpoint's config (its game included); "
                          "drop --config/--set/--env")

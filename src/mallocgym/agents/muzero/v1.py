@@ -49,7 +49,7 @@ from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
-from .labels import ExpertRecord, label_decision, label_targets, policy_move, predicted_gain
+from .labels import ExpertRecord, label_decision, policy_move, predicted_gain, scored_targets
 from .networks import NumpyAdvantage, ObsSpec, obs_spec_v1
 
 __all__ = ["ENV_ID", "FAST_BRANCH", "make_env_v1", "obs_spec_v1", "adapt_obs", "branch_mask", "Completions",
@@ -178,9 +178,8 @@ def label_game_v1(scenario: Scenario, config: MuZeroConfig, rng: np.random.Gener
                 departed = action != base and departures < t.label_positions
                 departures += int(action != base)
                 if drawn or departed:
-                    times = np.where(legal, scorer.scores(env.sim_state, np.flatnonzero(legal)), np.inf)
-                    targets = label_targets(times, legal, base=base, residual_scale=config.network.residual_scale,
-                                            temperature=t.label_temperature)
+                    targets = scored_targets(legal, base, lambda: scorer.scores(env.sim_state, np.flatnonzero(legal)),
+                                             config)[1]
         if targets is not None:
             records.append(ExpertRecord(adapt_obs(obs), *targets))
         obs, _, done, _, info = env.step(action)
