@@ -37,7 +37,8 @@ def test_smoke_training_run_and_resume(tmp_path):
     summary = train(TINY, scenarios=[scenario], out_dir=tmp_path, minutes=0.06, seed=0,
                     use_generator=False, progress=False)
     assert summary["train_steps"] > 0 and summary["episodes"] > 0
-    assert all(math.isfinite(v) for v in summary["losses"].values())
+    # the end record's losses cover the updates since the last log line: there may be none
+    assert all(math.isfinite(v) for v in summary.get("losses", {}).values())
     lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
     progress = [line for line in lines if line["event"] == "progress" and "losses" in line]

@@ -9,6 +9,11 @@ prints one line on stderr when the kernels are about to be compiled::
 
 It reads the cache's index files the way numba does (numba's version and the source's hash must
 match); it never compiles anything itself.
+
+numba compiles a kernel once per argument type, and a read-only array is another type than a
+writable one: :func:`frozen_record` gives the simulators' fixed records (``sim.Static``,
+``sim.v1.Static1``) read-only arrays however they were built, pickled or copied, so each kernel
+that reads one is compiled once, not once per mix of writable and read-only fields.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import sys
 from pathlib import Path
 from typing import Iterable, TextIO
 
-__all__ = ["MESSAGE", "announce_compile", "needs_compile"]
+import numpy as np
+
+__all__ = ["MESSAGE", "announce_compile", "frozen_record", "needs_compile"]
 
 MESSAGE = "mallocgym: compiling numba kernels (first run only, ~15 s)..."
 
@@ -67,3 +74,24 @@ def announce_compile(kernels: Iterable, *, cache_dir: str | Path | None = None,
         return False
     print(MESSAGE, file=stream if stream is not None else sys.stderr, flush=True)
     return True
+
+
+def _read_only(value):
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value = value.view()   # the caller's array stays writable
+        value.setflags(write=False)
+    return value
+
+
+def _rebuild(cls, fields):
+    return frozen_record(cls(*fields))
+
+
+def frozen_record(record):
+    """``record`` (a namedtuple of arrays) with read-only views of its writable arrays; its class
+    learns to come back the same way from ``pickle`` and ``copy.deepcopy`` (whose arrays are
+    writable), so that worker processes and copies call the kernels with the same types."""
+    cls = type(record)
+    if cls.__dict__.get("__reduce__") is None:
+        cls.__reduce__ = lambda self: (_rebuild, (type(self), tuple(self)))
+    return cls(*(_read_only(v) for v in record))

@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .._clock import CHECK_EVERY, NO_DEADLINE, past
+from .._jit import frozen_record
 from ..hardware import Hardware
 from ..workloads.core import Workload
 
@@ -411,9 +412,7 @@ def compile_scenario(workload: Workload, hardware: Hardware, order: str = "bound
     params[TIME_ALL_SLOW] = state.totals[TIME]
     benefit = _static_benefits(st, state)
     ordering = buffer_order(benefit, workload.size, workload.start, workload.end, order)
-    for arr in (compute, benefit, ordering, params, iparams, bucket_ptr):
-        arr.setflags(write=False)
-    return st._replace(order=ordering, benefit=benefit)
+    return frozen_record(st._replace(order=ordering, benefit=benefit))   # one type however built
 
 
 def new_state(st: Static) -> State:

@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from .._jit import frozen_record
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
@@ -255,10 +256,7 @@ def compile_v1(workload: Workload, hardware: Hardware, order: str = "boundedness
                  workload.access_bytes, acc_seg, def_op, is_output, seg_ptr, seg_use, seg_prev, seg_buf,
                  seg_order, compute, np.full(workload.num_ops, float(hardware.op_overhead)), cum, params,
                  iparams)
-    for arr in st[6:]:
-        if isinstance(arr, np.ndarray) and arr.flags.writeable:
-            arr.setflags(write=False)
-    return st
+    return frozen_record(st)   # the workload's arrays too (writable when it was unpickled): one type
 
 
 def v1_order(workload: Workload, hardware: Hardware, compute: np.ndarray) -> np.ndarray:
