@@ -226,10 +226,64 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
+def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw):
+    """Whether every tight section's level can be the offset of a rectangle covering it.
+
+    A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
+    ``[tlev[s], capacity)``) has its level covered by an unplaced rectangle placed exactly
+    there. Rectangles placed at one offset ``v`` are disjoint in time, and one can go to ``v``
+    only if ``low <= v <= max_offset``. So for each tight level ``v`` the tight sections at ``v``
+    must be covered by pairwise disjoint section ranges of such rectangles: a 1-D exact-cover
+    test, left to right over ``[first, last]`` of those sections (``fw[p]``: the ones before
+    ``p`` can be covered by ranges ending at or before ``p``). ``sb``/``sptr``: the rectangles
+    by first section; ``cv_ptr``/``cv_idx``: the rectangles spanning each section;
+    ``lkey``/``lsec``/``fw``: scratch (``nsec``, ``nsec``, ``nsec + 1``). False proves that
+    the node has no completion."""
+    nsec = tlev.size
+    nt = 0
+    for s in range(nsec):
+        if tlev[s] >= 0:
+            lkey[nt] = tlev[s]
+            lsec[nt] = s
+            nt += 1
+    if nt == 0:
+        return True
+    order = np.argsort(lkey[:nt], kind="mergesort")  # by level, then section
+    i = 0
+    while i < nt:
+        v = lkey[order[i]]
+        j = i
+        while j + 1 < nt and lkey[order[j + 1]] == v:
+            j += 1
+        lo, hi = lsec[order[i]], lsec[order[j]]
+        for p in range(lo, hi + 2):
+            fw[p] = 0
+        fw[lo] = 1
+        for q in range(cv_ptr[lo], cv_ptr[lo + 1]):  # ranges from before lo
+            b = cv_idx[q]
+            if off[b] < 0 and s0[b] < lo and low[b] <= v and v <= maxoff[b]:
+                fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
+        for p in range(lo, hi + 1):
+            if fw[p] == 0:
+                continue
+            if tlev[p] != v:
+                fw[p + 1] = 1
+            for q in range(sptr[p], sptr[p + 1]):
+                b = sb[q]
+                if off[b] < 0 and low[b] <= v and v <= maxoff[b]:
+                    fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
+        if fw[hi + 1] == 0:
+            return False
+        i = j + 1
+    return True
+
+
+@njit(cache=True)
 def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
-            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh):
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
+            sb, sptr, cv_ptr, cv_idx):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -258,6 +312,9 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     tlev = np.full(nsec, -1, dtype=np.int64)
     tcnt = np.zeros(nsec, dtype=np.int64)
     tsum = np.zeros(nsec + 1, dtype=np.int64)
+    lkey = np.empty(nsec, dtype=np.int64)
+    lsec = np.empty(nsec, dtype=np.int64)
+    fw = np.zeros(nsec + 2, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -380,6 +437,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         used[s] = t
                     if not ok:
                         break
+                if ok and ntight > 0:
+                    ok = _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -645,6 +704,10 @@ class _Part:
     ov_ptr: np.ndarray
     ov_idx: np.ndarray
     cap: int
+    sb: np.ndarray  # rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
+    sptr: np.ndarray
+    cv_ptr: np.ndarray  # the rectangles spanning each section (CSR)
+    cv_idx: np.ndarray
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -656,7 +719,16 @@ class _Part:
         for i in range(len(ids)):  # each list by size, smallest first (the kernel stops early)
             seg = ov_idx[ov_ptr[i]:ov_ptr[i + 1]]
             ov_idx[ov_ptr[i]:ov_ptr[i + 1]] = seg[np.argsort(sz[seg], kind="stable")]
-        return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap))
+        sb = np.argsort(s0, kind="stable").astype(np.int64)
+        sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
+        spans = s1 - s0
+        cv_idx = np.repeat(np.arange(len(ids), dtype=np.int64), spans)
+        secs = (np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(s0, spans))
+        by = np.argsort(secs, kind="stable")
+        cv_idx = cv_idx[by].astype(np.int64)
+        cv_ptr = np.searchsorted(secs[by], np.arange(nsec + 1)).astype(np.int64)
+        return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
+                   sb, sptr, cv_ptr, cv_idx)
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -742,7 +814,8 @@ class _Run:
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
-            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh)
+            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
+            p.sb, p.sptr, p.cv_ptr, p.cv_idx)
         return self.status
 
 
