@@ -226,7 +226,7 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw):
+def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw, bad, ukey, ulist):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -237,9 +237,23 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
     test, left to right over ``[first, last]`` of those sections (``fw[p]``: the ones before
     ``p`` can be covered by ranges ending at or before ``p``). ``sb``/``sptr``: the rectangles
     by first section; ``cv_ptr``/``cv_idx``: the rectangles spanning each section;
-    ``lkey``/``lsec``/``fw``: scratch (``nsec``, ``nsec``, ``nsec + 1``). False proves that
-    the node has no completion."""
+    ``lkey``/``lsec``/``fw``/``bw``: scratch (``nsec``, ``nsec``, ``nsec + 2``, ``nsec + 2``).
+    False proves that the node has no completion. Otherwise ``bad[b]`` is set to 1 for each
+    unplaced ``b`` whose lowest offset is a tight level ``v`` but which is in no such cover at
+    ``v`` (its range with the tight sections at ``v`` outside it not covered by disjoint ranges
+    before and after it, ``fw``/``bw``): ``b`` cannot be placed now (``ukey``/``ulist``:
+    scratch of ``n``)."""
     nsec = tlev.size
+    n = off.size
+    nu = 0
+    for b in range(n):
+        bad[b] = 0
+        if off[b] < 0:
+            ukey[nu] = low[b]
+            ulist[nu] = b
+            nu += 1
+    uorder = np.argsort(ukey[:nu])
+    u = 0
     nt = 0
     for s in range(nsec):
         if tlev[s] >= 0:
@@ -274,6 +288,27 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
                     fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         if fw[hi + 1] == 0:
             return False
+        # the rectangles whose lowest offset is v: in a cover at v, or not placeable now
+        while u < nu and ukey[uorder[u]] < v:
+            u += 1
+        if u < nu and ukey[uorder[u]] == v:
+            bw[hi + 1] = 1
+            for p in range(hi, lo - 1, -1):
+                bw[p] = 1 if (tlev[p] != v and bw[p + 1] == 1) else 0
+                if bw[p] == 0:
+                    for q in range(sptr[p], sptr[p + 1]):
+                        b = sb[q]
+                        if off[b] < 0 and low[b] <= v and v <= maxoff[b]:
+                            if bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1:
+                                bw[p] = 1
+                                break
+            while u < nu and ukey[uorder[u]] == v:
+                b = ulist[uorder[u]]
+                u += 1
+                a = s0[b] if s0[b] > lo else lo
+                e = s1[b] if s1[b] < hi + 1 else hi + 1
+                if a <= e and v <= maxoff[b] and (fw[a] == 0 or bw[e] == 0):
+                    bad[b] = 1
         i = j + 1
     return True
 
@@ -315,6 +350,10 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     lkey = np.empty(nsec, dtype=np.int64)
     lsec = np.empty(nsec, dtype=np.int64)
     fw = np.zeros(nsec + 2, dtype=np.int64)
+    bw = np.zeros(nsec + 2, dtype=np.int64)
+    bad = np.zeros(n, dtype=np.int64)
+    ukey = np.empty(n, dtype=np.int64)
+    ulist = np.empty(n, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -330,9 +369,11 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 last_off = off[pb[depth - 1]]
             fz[depth] = 0
             ntight = 0
+            for b in range(n):
+                bad[b] = 0
+            lvl0 = last_off if last_off > 0 else np.int64(0)
             if mode == 0 and depth < n:
                 # tight sections: level + what is left to place there == capacity
-                lvl0 = last_off if last_off > 0 else np.int64(0)
                 for s in range(nsec):
                     tlev[s] = -1
                     tsum[s + 1] = tsum[s]
@@ -438,7 +479,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if not ok:
                         break
                 if ok and ntight > 0:
-                    ok = _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw)
+                    ok = _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw,
+                                         bad, ukey, ulist)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -472,7 +514,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 for s in range(nsec):
                     tcnt[s] = 0
                 for b in range(n):
-                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b]:
+                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0:
                         for s in range(s0[b], s1[b]):
                             if tlev[s] == m_min:
                                 tcnt[s] += 1
@@ -504,14 +546,15 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 fz[depth] = 1
                 lv = tlev[forced_s]
                 for b in range(n):
-                    if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b]:
+                    if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b] \
+                            and bad[b] == 0:
                         keys[m] = pre[b]
                         cand[m] = b
                         m += 1
             else:
                 for i in range(k):
                     b = cand[i]
-                    if low[b] < min_height:
+                    if low[b] < min_height and bad[b] == 0:
                         keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
                         cand[m] = b
                         m += 1
