@@ -399,13 +399,18 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 o = last_off
             if mode == 0 and depth > 0 and depth < n and tt.shape[0] > 2:
                 # the node's state, hashed: what its subtree depends on (the unplaced
-                # rectangles and their lowest offsets, the live sections' levels, the offset and
-                # preorder of the last placement); a state whose subtree failed before fails
-                h1 = _mix(np.uint64(o) ^ _mix(np.uint64(tp[depth] + 2)))
+                # rectangles and their lowest offsets, the live sections' levels, the offset,
+                # and which unplaced rectangles at that offset come before the last placement
+                # in the preorder: those cannot go there); a state whose subtree failed fails.
+                # No preorder in it: the subtree of a state has a completion under any
+                # strategy or under none, so one table serves every run on the part
+                h1 = _mix(np.uint64(o) ^ np.uint64(0x3C6EF372FE94F82B))
                 h2 = _mix(h1 ^ np.uint64(0x5851F42D4C957F2D))
                 for e in range(n):
                     if off[e] < 0:
                         x = _mix(np.uint64(e) + np.uint64(0x632BE59BD9B4E019)) ^ np.uint64(low[e])
+                        if low[e] == o and pre[e] < tp[depth]:
+                            x ^= np.uint64(1) << np.uint64(62)
                         h1 ^= _mix(x)
                         h2 ^= _mix(x + np.uint64(0x2545F4914F6CDD1D))
                 for s in range(nsec):
@@ -918,10 +923,10 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
             return None if found is None else found.copy()
     pname, _, flag = name.partition("/")
     tt = None
-    if memo is not None and low0 is None and "@" not in name:
-        # a top-level run of a strategy that the round robin repeats under a doubling node
-        # limit: its table of failed states is kept, so a rerun skips what the last one searched
-        tt = memo.setdefault(("tt", name), np.zeros((TT_SIZE, 2), dtype=np.uint64))
+    if memo is not None and low0 is None:
+        # a top-level run: the part's table of failed states is kept for every run on it, so
+        # a rerun, or a run of another strategy, skips what earlier runs proved dead
+        tt = memo.setdefault("tt", np.zeros((TT_SIZE, 2), dtype=np.uint64))
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
         before = run.nodes
