@@ -207,8 +207,9 @@ def cover_state(start, end, size, cap, offsets):
     tlev = np.where((total > 0) & (level + total == cap), level, -1).astype(np.int64)
     z = lambda k: np.zeros(k, dtype=np.int64)  # noqa: E731
     bad = z(n)
-    ok = P._level_cover_ok(tlev, off, low, part.maxoff, part.s0, part.s1, part.sb, part.sptr, part.cv_ptr,
-                           part.cv_idx, z(part.nsec), z(part.nsec), z(part.nsec + 2), z(part.nsec + 2), bad, z(n), z(n))
+    ns = part.nsec
+    ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.sb, part.sptr, part.cv_ptr,
+                           part.cv_idx, z(ns), z(ns), z(ns + 2), z(ns + 2), bad, z(n), z(n), z(ns), z(ns), z(ns))
     return ok, bad, low
 
 

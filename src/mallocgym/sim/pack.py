@@ -226,7 +226,22 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw, bad, ukey, ulist):
+def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
+    """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level,
+    a gap no smaller than the smallest other unplaced rectangle there (the gap must be filled
+    exactly: ``m1``/``a1``/``m2``, the smallest size, its rectangle and the second smallest)."""
+    for s in range(s0[b], s1[b]):
+        t = tlev[s]
+        if t >= 0 and t < v:
+            smallest = m2[s] if a1[s] == b else m1[s]
+            if v - t < smallest:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw, bad, ukey,
+                    ulist, m1, a1, m2):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -262,6 +277,21 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
             nt += 1
     if nt == 0:
         return True
+    for s in range(nsec):
+        m1[s] = BIG
+        a1[s] = -1
+        m2[s] = BIG
+    for k in range(nu):
+        b = ulist[k]
+        z = size[b]
+        for s in range(s0[b], s1[b]):
+            if tlev[s] >= 0:
+                if z < m1[s]:
+                    m2[s] = m1[s]
+                    m1[s] = z
+                    a1[s] = b
+                elif z < m2[s]:
+                    m2[s] = z
     order = np.argsort(lkey[:nt], kind="mergesort")  # by level, then section
     i = 0
     while i < nt:
@@ -275,7 +305,8 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
         fw[lo] = 1
         for q in range(cv_ptr[lo], cv_ptr[lo + 1]):  # ranges from before lo
             b = cv_idx[q]
-            if off[b] < 0 and s0[b] < lo and low[b] <= v and v <= maxoff[b]:
+            if off[b] < 0 and s0[b] < lo and low[b] <= v and v <= maxoff[b] and \
+                    _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
                 fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         for p in range(lo, hi + 1):
             if fw[p] == 0:
@@ -284,7 +315,7 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
                 fw[p + 1] = 1
             for q in range(sptr[p], sptr[p + 1]):
                 b = sb[q]
-                if off[b] < 0 and low[b] <= v and v <= maxoff[b]:
+                if off[b] < 0 and low[b] <= v and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
                     fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         if fw[hi + 1] == 0:
             return False
@@ -298,7 +329,8 @@ def _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lk
                 if bw[p] == 0:
                     for q in range(sptr[p], sptr[p + 1]):
                         b = sb[q]
-                        if off[b] < 0 and low[b] <= v and v <= maxoff[b]:
+                        if off[b] < 0 and low[b] <= v and v <= maxoff[b] and \
+                                _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
                             if bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1:
                                 bw[p] = 1
                                 break
@@ -354,6 +386,9 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     bad = np.zeros(n, dtype=np.int64)
     ukey = np.empty(n, dtype=np.int64)
     ulist = np.empty(n, dtype=np.int64)
+    m1 = np.empty(nsec, dtype=np.int64)
+    a1 = np.empty(nsec, dtype=np.int64)
+    m2 = np.empty(nsec, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -484,8 +519,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if not ok:
                         break
                 if ok and ntight > 0:
-                    ok = _level_cover_ok(tlev, off, low, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw,
-                                         bad, ukey, ulist)
+                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw,
+                                         bw, bad, ukey, ulist, m1, a1, m2)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
