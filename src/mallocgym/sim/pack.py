@@ -82,7 +82,8 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 # branch and bound's restarts, are the earlier round robin's four (picked on MiniMalloc's A-E).
 PREORDERS = ("TWA", "TAW", "WAT", "RST", "ZWA", "ATW")
 OPT_PREORDERS = ("TWA", "RST", "ZWA", "WAT")
-TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
+TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 MiB); half are filled at most
+# (one table serves all the runs on a part: 262,144 states, against 6 x 65,536 in the per-preorder tables before)
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
@@ -961,7 +962,9 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
     if memo is not None and low0 is None:
         # a top-level run: the part's table of failed states is kept for every run on it, so
         # a rerun, or a run of another strategy, skips what earlier runs proved dead
-        tt = memo.setdefault("tt", np.zeros((TT_SIZE, 2), dtype=np.uint64))
+        if "tt" not in memo:
+            memo["tt"] = np.zeros((TT_SIZE, 2), dtype=np.uint64)
+        tt = memo["tt"]
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
         before = run.nodes
