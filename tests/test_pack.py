@@ -150,7 +150,7 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
 def test_luby_sequence_and_restart_strategies():
     assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
-    assert names == ["TWA", "RST", "TWA/t", "RST/t", "TWA@1", "RST@1", "TWA@1/t", "RST@1/t"]
+    assert names == ["TWA/t", "RST/t", "TWA", "RST", "TWA@1/t", "RST@1/t", "TWA@1", "RST@1"]
 
 
 @pytest.mark.parametrize("seed", range(12))

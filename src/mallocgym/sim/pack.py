@@ -1013,12 +1013,12 @@ def _luby(i: int) -> int:
 
 
 def strategy(i: int, preorders=PREORDERS) -> str:
-    """The ``i``-th decision strategy of the restarts: each of ``preorders`` plain, then each
-    with branching on every tight section (``/t``), then both again with perturbed keys
+    """The ``i``-th decision strategy of the restarts: each of ``preorders`` with branching on
+    every tight section (``/t``), then each plain, then both again with perturbed keys
     (``@k``), a new perturbation every round."""
     m = len(preorders)
     base, k = preorders[i % m], i // m
-    tight = "/t" if k % 2 else ""
+    tight = "" if k % 2 else "/t"
     return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
 
 
