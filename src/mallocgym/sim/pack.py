@@ -227,22 +227,39 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
-def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
+def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
     """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level,
-    a gap no smaller than the smallest other unplaced rectangle there (the gap must be filled
-    exactly: ``m1``/``a1``/``m2``, the smallest size, its rectangle and the second smallest)."""
+    a gap that the other unplaced rectangles there can fill exactly: no smaller than the
+    smallest of them, and, when smaller than the two smallest together, the size of one of
+    them (``m1``/``m2``/``m3``: the three smallest sizes per section, ``a1``/``a2``: the
+    rectangles of the first two)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
-            smallest = m2[s] if a1[s] == b else m1[s]
-            if v - t < smallest:
+            if a1[s] == b:
+                x1, x2 = m2[s], m3[s]
+            elif a2[s] == b:
+                x1, x2 = m1[s], m3[s]
+            else:
+                x1, x2 = m1[s], m2[s]
+            g = v - t
+            if g < x1:
                 return False
+            if g < x1 + x2:
+                one = False
+                for q in range(cv_ptr[s], cv_ptr[s + 1]):
+                    c = cv_idx[q]
+                    if c != b and off[c] < 0 and size[c] == g:
+                        one = True
+                        break
+                if not one:
+                    return False
     return True
 
 
 @njit(cache=True)
 def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw, bad, ukey,
-                    ulist, m1, a1, m2):
+                    ulist, m1, a1, m2, a2, m3):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -282,17 +299,25 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_i
         m1[s] = BIG
         a1[s] = -1
         m2[s] = BIG
+        a2[s] = -1
+        m3[s] = BIG
     for k in range(nu):
         b = ulist[k]
         z = size[b]
         for s in range(s0[b], s1[b]):
             if tlev[s] >= 0:
                 if z < m1[s]:
+                    m3[s] = m2[s]
                     m2[s] = m1[s]
+                    a2[s] = a1[s]
                     m1[s] = z
                     a1[s] = b
                 elif z < m2[s]:
+                    m3[s] = m2[s]
                     m2[s] = z
+                    a2[s] = b
+                elif z < m3[s]:
+                    m3[s] = z
     order = np.argsort(lkey[:nt], kind="mergesort")  # by level, then section
     i = 0
     while i < nt:
@@ -307,7 +332,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_i
         for q in range(cv_ptr[lo], cv_ptr[lo + 1]):  # ranges from before lo
             b = cv_idx[q]
             if off[b] < 0 and s0[b] < lo and low[b] <= v and v <= maxoff[b] and \
-                    _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
+                    _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
                 fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         for p in range(lo, hi + 1):
             if fw[p] == 0:
@@ -316,7 +341,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_i
                 fw[p + 1] = 1
             for q in range(sptr[p], sptr[p + 1]):
                 b = sb[q]
-                if off[b] < 0 and low[b] <= v and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
+                if off[b] < 0 and low[b] <= v and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
                     fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         if fw[hi + 1] == 0:
             return False
@@ -331,7 +356,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_i
                     for q in range(sptr[p], sptr[p + 1]):
                         b = sb[q]
                         if off[b] < 0 and low[b] <= v and v <= maxoff[b] and \
-                                _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2):
+                                _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
                             if bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1:
                                 bw[p] = 1
                                 break
@@ -390,6 +415,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     m1 = np.empty(nsec, dtype=np.int64)
     a1 = np.empty(nsec, dtype=np.int64)
     m2 = np.empty(nsec, dtype=np.int64)
+    a2 = np.empty(nsec, dtype=np.int64)
+    m3 = np.empty(nsec, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -521,7 +548,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         break
                 if ok and ntight > 0:
                     ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw,
-                                         bw, bad, ukey, ulist, m1, a1, m2)
+                                         bw, bad, ukey, ulist, m1, a1, m2, a2, m3)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
