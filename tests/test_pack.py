@@ -208,8 +208,8 @@ def cover_state(start, end, size, cap, offsets):
     z = lambda k: np.zeros(k, dtype=np.int64)  # noqa: E731
     bad = z(n)
     ns = part.nsec
-    ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.sb, part.sptr, part.cv_ptr,
-                           part.cv_idx, z(ns), z(ns), z(ns + 2), z(ns + 2), bad, z(n), z(n), z(ns), z(ns), z(ns), z(ns), z(ns))
+    ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
+                           z(ns + 2), z(ns + 2), bad, z(ns), z(ns), z(ns), z(ns), z(ns))
     return ok, bad, low
 
 

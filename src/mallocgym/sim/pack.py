@@ -258,116 +258,95 @@ def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw, bw, bad, ukey,
-                    ulist, m1, a1, m2, a2, m3):
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2, a2, m3):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
     ``[tlev[s], capacity)``) has its level covered by an unplaced rectangle placed exactly
     there. Rectangles placed at one offset ``v`` are disjoint in time, and one can go to ``v``
-    only if ``low <= v <= max_offset``. So for each tight level ``v`` the tight sections at ``v``
-    must be covered by pairwise disjoint section ranges of such rectangles: a 1-D exact-cover
-    test, left to right over ``[first, last]`` of those sections (``fw[p]``: the ones before
-    ``p`` can be covered by ranges ending at or before ``p``). ``sb``/``sptr``: the rectangles
-    by first section; ``cv_ptr``/``cv_idx``: the rectangles spanning each section;
-    ``lkey``/``lsec``/``fw``/``bw``: scratch (``nsec``, ``nsec``, ``nsec + 2``, ``nsec + 2``).
-    False proves that the node has no completion. Otherwise ``bad[b]`` is set to 1 for each
-    unplaced ``b`` whose lowest offset is a tight level ``v`` but which is in no such cover at
-    ``v`` (its range with the tight sections at ``v`` outside it not covered by disjoint ranges
-    before and after it, ``fw``/``bw``): ``b`` cannot be placed now (``ukey``/``ulist``:
-    scratch of ``n``)."""
+    only if ``low <= v <= max_offset`` and the gaps it leaves below it, in tight sections with
+    lower levels, can be filled exactly (:func:`_gaps_fillable`). So each *run* of consecutive
+    sections tight at one level ``v`` must be covered by pairwise disjoint section ranges of
+    such rectangles: a 1-D exact-cover test, left to right over the run (``fw[p]``: the run's
+    sections before ``p`` can be covered by ranges ending at or before ``p``; runs at the same
+    level apart from each other are tested apart, a relaxation). ``cv_ptr``/``cv_idx``: the
+    rectangles spanning each section; ``fw``/``bw``/``m1``/``a1``/``m2``/``a2``/``m3``:
+    scratch (``nsec + 1`` and ``nsec``). False proves that the node has no completion.
+    Otherwise ``bad[b]`` is 1 for an unplaced ``b`` spanning a run at its lowest offset ``v``
+    but in no cover of it (the run's sections outside its range not covered by disjoint ranges
+    before and after it, ``fw``/``bw``): ``b`` cannot be placed now."""
     nsec = tlev.size
-    n = off.size
-    nu = 0
-    for b in range(n):
-        bad[b] = 0
-        if off[b] < 0:
-            ukey[nu] = low[b]
-            ulist[nu] = b
-            nu += 1
-    uorder = np.argsort(ukey[:nu])
-    u = 0
-    nt = 0
+    # the three smallest unplaced sizes of each tight section (the gap test)
     for s in range(nsec):
-        if tlev[s] >= 0:
-            lkey[nt] = tlev[s]
-            lsec[nt] = s
-            nt += 1
-    if nt == 0:
-        return True
-    for s in range(nsec):
-        m1[s] = BIG
-        a1[s] = -1
-        m2[s] = BIG
-        a2[s] = -1
-        m3[s] = BIG
-    for k in range(nu):
-        b = ulist[k]
-        z = size[b]
-        for s in range(s0[b], s1[b]):
-            if tlev[s] >= 0:
-                if z < m1[s]:
-                    m3[s] = m2[s]
-                    m2[s] = m1[s]
-                    a2[s] = a1[s]
-                    m1[s] = z
-                    a1[s] = b
-                elif z < m2[s]:
-                    m3[s] = m2[s]
-                    m2[s] = z
-                    a2[s] = b
-                elif z < m3[s]:
-                    m3[s] = z
-    order = np.argsort(lkey[:nt], kind="mergesort")  # by level, then section
-    i = 0
-    while i < nt:
-        v = lkey[order[i]]
-        j = i
-        while j + 1 < nt and lkey[order[j + 1]] == v:
-            j += 1
-        lo, hi = lsec[order[i]], lsec[order[j]]
+        if tlev[s] < 0:
+            continue
+        x1, x2, x3, i1, i2 = BIG, BIG, BIG, np.int64(-1), np.int64(-1)
+        for q in range(cv_ptr[s], cv_ptr[s + 1]):
+            b = cv_idx[q]
+            if off[b] >= 0:
+                continue
+            z = size[b]
+            if z < x1:
+                x3, x2, i2, x1, i1 = x2, x1, i1, z, b
+            elif z < x2:
+                x3, x2, i2 = x2, z, b
+            elif z < x3:
+                x3 = z
+        m1[s], a1[s], m2[s], a2[s], m3[s] = x1, i1, x2, i2, x3
+    lo = 0
+    while lo < nsec:
+        v = tlev[lo]
+        if v < 0:
+            lo += 1
+            continue
+        hi = lo
+        while hi + 1 < nsec and tlev[hi + 1] == v:
+            hi += 1
+        # the run [lo, hi] at level v
         for p in range(lo, hi + 2):
             fw[p] = 0
         fw[lo] = 1
-        for q in range(cv_ptr[lo], cv_ptr[lo + 1]):  # ranges from before lo
-            b = cv_idx[q]
-            if off[b] < 0 and s0[b] < lo and low[b] <= v and v <= maxoff[b] and \
-                    _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
-                fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         for p in range(lo, hi + 1):
             if fw[p] == 0:
                 continue
-            if tlev[p] != v:
-                fw[p + 1] = 1
-            for q in range(sptr[p], sptr[p + 1]):
-                b = sb[q]
-                if off[b] < 0 and low[b] <= v and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
+            for q in range(cv_ptr[p], cv_ptr[p + 1]):
+                b = cv_idx[q]
+                if off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
+                        and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size,
+                                                              cv_ptr, cv_idx):
                     fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
         if fw[hi + 1] == 0:
             return False
-        # the rectangles whose lowest offset is v: in a cover at v, or not placeable now
-        while u < nu and ukey[uorder[u]] < v:
-            u += 1
-        if u < nu and ukey[uorder[u]] == v:
+        # the rectangles at their lowest offset v that span the run: in a cover, or not now
+        marked = False
+        for p in range(lo, hi + 1):
+            for q in range(cv_ptr[p], cv_ptr[p + 1]):
+                b = cv_idx[q]
+                if off[b] < 0 and low[b] == v:
+                    marked = True
+                    break
+            if marked:
+                break
+        if marked:
             bw[hi + 1] = 1
             for p in range(hi, lo - 1, -1):
-                bw[p] = 1 if (tlev[p] != v and bw[p + 1] == 1) else 0
-                if bw[p] == 0:
-                    for q in range(sptr[p], sptr[p + 1]):
-                        b = sb[q]
-                        if off[b] < 0 and low[b] <= v and v <= maxoff[b] and \
-                                _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
-                            if bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1:
-                                bw[p] = 1
-                                break
-            while u < nu and ukey[uorder[u]] == v:
-                b = ulist[uorder[u]]
-                u += 1
-                a = s0[b] if s0[b] > lo else lo
-                e = s1[b] if s1[b] < hi + 1 else hi + 1
-                if a <= e and v <= maxoff[b] and (fw[a] == 0 or bw[e] == 0):
-                    bad[b] = 1
-        i = j + 1
+                bw[p] = 0
+                for q in range(cv_ptr[p], cv_ptr[p + 1]):
+                    b = cv_idx[q]
+                    if off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
+                            and v <= maxoff[b] and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
+                            and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
+                        bw[p] = 1
+                        break
+            for p in range(lo, hi + 1):
+                for q in range(cv_ptr[p], cv_ptr[p + 1]):
+                    b = cv_idx[q]
+                    if off[b] < 0 and low[b] == v and v <= maxoff[b] and (s0[b] == p or p == lo):
+                        x = s0[b] if s0[b] > lo else lo
+                        e = s1[b] if s1[b] < hi + 1 else hi + 1
+                        if fw[x] == 0 or bw[e] == 0:
+                            bad[b] = 1
+        lo = hi + 1
     return True
 
 
@@ -376,7 +355,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            sb, sptr, cv_ptr, cv_idx):
+            cv_ptr, cv_idx):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -405,13 +384,9 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     tlev = np.full(nsec, -1, dtype=np.int64)
     tcnt = np.zeros(nsec, dtype=np.int64)
     tsum = np.zeros(nsec + 1, dtype=np.int64)
-    lkey = np.empty(nsec, dtype=np.int64)
-    lsec = np.empty(nsec, dtype=np.int64)
     fw = np.zeros(nsec + 2, dtype=np.int64)
     bw = np.zeros(nsec + 2, dtype=np.int64)
     bad = np.zeros(n, dtype=np.int64)
-    ukey = np.empty(n, dtype=np.int64)
-    ulist = np.empty(n, dtype=np.int64)
     m1 = np.empty(nsec, dtype=np.int64)
     a1 = np.empty(nsec, dtype=np.int64)
     m2 = np.empty(nsec, dtype=np.int64)
@@ -547,8 +522,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if not ok:
                         break
                 if ok and ntight > 0:
-                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, sb, sptr, cv_ptr, cv_idx, lkey, lsec, fw,
-                                         bw, bad, ukey, ulist, m1, a1, m2, a2, m3)
+                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2,
+                                         a2, m3)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -815,8 +790,6 @@ class _Part:
     ov_ptr: np.ndarray
     ov_idx: np.ndarray
     cap: int
-    sb: np.ndarray  # rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
-    sptr: np.ndarray
     cv_ptr: np.ndarray  # the rectangles spanning each section (CSR)
     cv_idx: np.ndarray
     preorders: dict = field(default_factory=dict)
@@ -830,8 +803,6 @@ class _Part:
         for i in range(len(ids)):  # each list by size, smallest first (the kernel stops early)
             seg = ov_idx[ov_ptr[i]:ov_ptr[i + 1]]
             ov_idx[ov_ptr[i]:ov_ptr[i + 1]] = seg[np.argsort(sz[seg], kind="stable")]
-        sb = np.argsort(s0, kind="stable").astype(np.int64)
-        sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
         spans = s1 - s0
         cv_idx = np.repeat(np.arange(len(ids), dtype=np.int64), spans)
         secs = (np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(s0, spans))
@@ -839,7 +810,7 @@ class _Part:
         cv_idx = cv_idx[by].astype(np.int64)
         cv_ptr = np.searchsorted(secs[by], np.arange(nsec + 1)).astype(np.int64)
         return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
-                   sb, sptr, cv_ptr, cv_idx)
+                   cv_ptr, cv_idx)
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -926,7 +897,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.sb, p.sptr, p.cv_ptr, p.cv_idx)
+            p.cv_ptr, p.cv_idx)
         return self.status
 
 
