@@ -227,15 +227,30 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
-def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
+def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr, cv_idx):
     """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level,
     a gap that the other unplaced rectangles there can fill exactly: no smaller than the
     smallest of them, and, when smaller than the two smallest together, the size of one of
-    them (``m1``/``m2``/``m3``: the three smallest sizes per section, ``a1``/``a2``: the
-    rectangles of the first two)."""
+    them (``m1``/``m2``/``m3``: the three smallest sizes of a section, ``a1``/``a2``: the
+    rectangles of the first two, found when first needed at a node: ``mst[s] == stamp``)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
+            if mst[s] != stamp:
+                mst[s] = stamp
+                x1, x2, x3, i1, i2 = BIG, BIG, BIG, np.int64(-1), np.int64(-1)
+                for q in range(cv_ptr[s], cv_ptr[s + 1]):
+                    c = cv_idx[q]
+                    if off[c] >= 0:
+                        continue
+                    z = size[c]
+                    if z < x1:
+                        x3, x2, i2, x1, i1 = x2, x1, i1, z, c
+                    elif z < x2:
+                        x3, x2, i2 = x2, z, c
+                    elif z < x3:
+                        x3 = z
+                m1[s], a1[s], m2[s], a2[s], m3[s] = x1, i1, x2, i2, x3
             if a1[s] == b:
                 x1, x2 = m2[s], m3[s]
             elif a2[s] == b:
@@ -258,7 +273,8 @@ def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2, a2, m3):
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2, a2, m3,
+                    mst, stamp, vmax):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -276,23 +292,6 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw
     but in no cover of it (the run's sections outside its range not covered by disjoint ranges
     before and after it, ``fw``/``bw``): ``b`` cannot be placed now."""
     nsec = tlev.size
-    # the three smallest unplaced sizes of each tight section (the gap test)
-    for s in range(nsec):
-        if tlev[s] < 0:
-            continue
-        x1, x2, x3, i1, i2 = BIG, BIG, BIG, np.int64(-1), np.int64(-1)
-        for q in range(cv_ptr[s], cv_ptr[s + 1]):
-            b = cv_idx[q]
-            if off[b] >= 0:
-                continue
-            z = size[b]
-            if z < x1:
-                x3, x2, i2, x1, i1 = x2, x1, i1, z, b
-            elif z < x2:
-                x3, x2, i2 = x2, z, b
-            elif z < x3:
-                x3 = z
-        m1[s], a1[s], m2[s], a2[s], m3[s] = x1, i1, x2, i2, x3
     lo = 0
     while lo < nsec:
         v = tlev[lo]
@@ -311,15 +310,17 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw
                 continue
             for q in range(cv_ptr[p], cv_ptr[p + 1]):
                 b = cv_idx[q]
-                if off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
-                        and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size,
-                                                              cv_ptr, cv_idx):
-                    fw[s1[b] if s1[b] < hi + 1 else hi + 1] = 1
+                e = s1[b] if s1[b] < hi + 1 else hi + 1
+                if fw[e] == 0 and off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
+                        and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp,
+                                                              off, size, cv_ptr, cv_idx):
+                    fw[e] = 1
         if fw[hi + 1] == 0:
             return False
         # the rectangles at their lowest offset v that span the run: in a cover, or not now
+        # (only below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher)
         marked = False
-        for p in range(lo, hi + 1):
+        for p in range(lo, hi + 1 if v < vmax else lo):
             for q in range(cv_ptr[p], cv_ptr[p + 1]):
                 b = cv_idx[q]
                 if off[b] < 0 and low[b] == v:
@@ -335,7 +336,8 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw
                     b = cv_idx[q]
                     if off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
                             and v <= maxoff[b] and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
-                            and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, off, size, cv_ptr, cv_idx):
+                            and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size,
+                                           cv_ptr, cv_idx):
                         bw[p] = 1
                         break
             for p in range(lo, hi + 1):
@@ -392,6 +394,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     m2 = np.empty(nsec, dtype=np.int64)
     a2 = np.empty(nsec, dtype=np.int64)
     m3 = np.empty(nsec, dtype=np.int64)
+    mst = np.full(nsec, -1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -522,8 +525,12 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if not ok:
                         break
                 if ok and ntight > 0:
+                    vmax = BIG
+                    for e in range(n):
+                        if off[e] < 0 and low[e] + size[e] < vmax:
+                            vmax = low[e] + size[e]
                     ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2,
-                                         a2, m3)
+                                         a2, m3, mst, nodes, vmax)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
