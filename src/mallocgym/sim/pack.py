@@ -28,6 +28,11 @@ is our own:
   when it is the lowest offset left, no rectangle able to cover it means a dead node and
   exactly one means a forced move (``FORCE_MAX``; branching on tight sections with more
   candidates too solved more planted instances but slowed MiniMalloc's B and D by 100x).
+* **Level covers** (:func:`_level_cover_ok`). Rectangles at one offset are disjoint in time,
+  so each run of consecutive sections tight at one level must be covered exactly by disjoint
+  section ranges of rectangles that can sit at that level (and leave fillable gaps below
+  them, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring sections.
+  No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
   there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
@@ -37,9 +42,9 @@ is our own:
 * **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
   static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
-  preorders under a doubling limit (as MiniMalloc's solver does), whose reruns skip the states
-  the last run proved dead (a hashed table per preorder); pieces of a dynamic decomposition are
-  memoised across runs.
+  preorders under a doubling limit (as MiniMalloc's solver does); every run skips the states
+  earlier runs on the part proved dead (one hashed table, keyed without the preorder); pieces
+  of a dynamic decomposition are memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -842,7 +847,7 @@ class _Run:
         n = part.size.size
         self.fmax = np.int64(fmax)
         # failed states (decision mode), kept when the caller passes a table to share between
-        # runs of the same strategy on the same part; none (a 2-row stub) otherwise
+        # the runs on the same part; none (a 2-row stub) otherwise
         self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
         self.nh = np.zeros((n + 2, 2), dtype=np.uint64)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
