@@ -209,7 +209,7 @@ def cover_state(start, end, size, cap, offsets):
     bad = z(n)
     ns = part.nsec
     ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
-                           z(ns + 2), z(ns + 2), bad, z(ns), z(ns), z(ns), z(ns), z(ns), np.full(ns, -1), 0,
+                           part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(ns), z(ns), z(ns), z(ns), z(ns), np.full(ns, -1), 0,
                            P.BIG)
     return ok, bad, low
 

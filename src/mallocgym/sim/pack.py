@@ -278,8 +278,8 @@ def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2, a2, m3,
-                    mst, stamp, vmax):
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1, a1, m2, a2,
+                    m3, mst, stamp, vmax):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -306,28 +306,34 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw
         hi = lo
         while hi + 1 < nsec and tlev[hi + 1] == v:
             hi += 1
-        # the run [lo, hi] at level v
+        # the run [lo, hi] at level v; the ranges starting at p: those spanning lo for p = lo
+        # (cv), those whose first section is p after it (sb)
         for p in range(lo, hi + 2):
             fw[p] = 0
         fw[lo] = 1
         for p in range(lo, hi + 1):
             if fw[p] == 0:
                 continue
-            for q in range(cv_ptr[p], cv_ptr[p + 1]):
-                b = cv_idx[q]
+            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+            for q in range(qa, qb):
+                b = lst[q]
                 e = s1[b] if s1[b] < hi + 1 else hi + 1
-                if fw[e] == 0 and off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
-                        and v <= maxoff[b] and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp,
-                                                              off, size, cv_ptr, cv_idx):
+                if fw[e] == 0 and off[b] < 0 and low[b] <= v and v <= maxoff[b] \
+                        and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr,
+                                           cv_idx):
                     fw[e] = 1
         if fw[hi + 1] == 0:
             return False
         # the rectangles at their lowest offset v that span the run: in a cover, or not now
         # (only below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher)
+        if v >= vmax:
+            lo = hi + 1
+            continue
         marked = False
-        for p in range(lo, hi + 1 if v < vmax else lo):
-            for q in range(cv_ptr[p], cv_ptr[p + 1]):
-                b = cv_idx[q]
+        for p in range(lo, hi + 1):
+            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+            for q in range(qa, qb):
+                b = lst[q]
                 if off[b] < 0 and low[b] == v:
                     marked = True
                     break
@@ -337,18 +343,20 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw
             bw[hi + 1] = 1
             for p in range(hi, lo - 1, -1):
                 bw[p] = 0
-                for q in range(cv_ptr[p], cv_ptr[p + 1]):
-                    b = cv_idx[q]
-                    if off[b] < 0 and (s0[b] == p or (p == lo and s0[b] < lo)) and low[b] <= v \
-                            and v <= maxoff[b] and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] <= v and v <= maxoff[b] \
+                            and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
                             and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size,
-                                           cv_ptr, cv_idx):
+                                               cv_ptr, cv_idx):
                         bw[p] = 1
                         break
             for p in range(lo, hi + 1):
-                for q in range(cv_ptr[p], cv_ptr[p + 1]):
-                    b = cv_idx[q]
-                    if off[b] < 0 and low[b] == v and v <= maxoff[b] and (s0[b] == p or p == lo):
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] == v and v <= maxoff[b]:
                         x = s0[b] if s0[b] > lo else lo
                         e = s1[b] if s1[b] < hi + 1 else hi + 1
                         if fw[x] == 0 or bw[e] == 0:
@@ -362,7 +370,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx):
+            cv_ptr, cv_idx, sb, sptr):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -534,8 +542,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     for e in range(n):
                         if off[e] < 0 and low[e] + size[e] < vmax:
                             vmax = low[e] + size[e]
-                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, fw, bw, bad, m1, a1, m2,
-                                         a2, m3, mst, nodes, vmax)
+                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1,
+                                         a1, m2, a2, m3, mst, nodes, vmax)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -804,6 +812,8 @@ class _Part:
     cap: int
     cv_ptr: np.ndarray  # the rectangles spanning each section (CSR)
     cv_idx: np.ndarray
+    sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
+    sptr: np.ndarray
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -821,8 +831,10 @@ class _Part:
         by = np.argsort(secs, kind="stable")
         cv_idx = cv_idx[by].astype(np.int64)
         cv_ptr = np.searchsorted(secs[by], np.arange(nsec + 1)).astype(np.int64)
+        sb = np.argsort(s0, kind="stable").astype(np.int64)
+        sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
         return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
-                   cv_ptr, cv_idx)
+                   cv_ptr, cv_idx, sb, sptr)
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -909,7 +921,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr)
         return self.status
 
 
