@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from mallocgym import Hardware, Workload, evaluate
 from mallocgym.agents import make_agent
@@ -148,7 +150,7 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
 def test_luby_sequence_and_restart_strategies():
     assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
-    assert names == ["TWA", "RST", "TWA/t", "RST/t", "TWA@1", "RST@1", "TWA@1/t", "RST@1/t"]
+    assert names == ["TWA/t", "RST/t", "TWA", "RST", "TWA@1/t", "RST@1/t", "TWA@1", "RST@1"]
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -179,6 +181,89 @@ def test_restarts_and_kept_failures_decide_like_one_plain_search(seed, monkeypat
             assert valid(start, en, sz, cap, got.offsets)
         answers.append(got.status)
     assert set(answers) <= {"optimal", "infeasible"}
+
+
+# ---------------------------------------------------------------- level covers (inference)
+def cover_state(start, end, size, cap, offsets):
+    """The kernel's state after placing ``offsets`` (-1: unplaced) in canonical order, the last
+    one at the highest offset: run :func:`P._level_cover_ok` on it; ``(ok, bad, low)``."""
+    start, end, size = (np.asarray(a, dtype=np.int64) for a in (start, end, size))
+    n = size.size
+    part = P._Part.make(np.arange(n), start, end, size, cap - size, cap)
+    off = np.asarray(offsets, dtype=np.int64)
+    low = np.zeros(n, dtype=np.int64)
+    floor = np.zeros(part.nsec, dtype=np.int64)
+    total = np.zeros(part.nsec, dtype=np.int64)
+    for b in range(n):
+        for s in range(part.s0[b], part.s1[b]):
+            if off[b] >= 0:
+                floor[s] = max(floor[s], off[b] + size[b])
+            else:
+                total[s] += size[b]
+        for c in range(n):
+            if off[b] < 0 <= off[c] and overlaps(start, end, b, c):
+                low[b] = max(low[b], off[c] + size[c])
+    level = np.maximum(floor, max(int(off.max()), 0))
+    tlev = np.where((total > 0) & (level + total == cap), level, -1).astype(np.int64)
+    z = lambda k: np.zeros(k, dtype=np.int64)  # noqa: E731
+    bad = z(n)
+    ns = part.nsec
+    ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
+                           part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(ns), z(ns), z(ns), z(ns), z(ns), np.full(ns, -1), 0,
+                           P.BIG)
+    return ok, bad, low
+
+
+def test_level_cover_proves_a_dead_state_that_stacking_misses():
+    """Capacity 2, ops 0-4: L [0,0], U [0,1], X [1,2], Y [2,3], V [3,4], R [4,4], one unit
+    each. With L and R placed at 0, ops 1-3 are tight at level 0 and only X (ops 1-2) and Y
+    (2-3) can start there (U and V sit on L and R): each op's stack fits (U and V released at
+    1), but no two disjoint ones cover ops 1-3, so the state is dead; the whole instance packs
+    (L 1, U 0, X 1, Y 0, V 1, R 0)."""
+    start, end, size = [0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 4], [1] * 6
+    ok, _, low = cover_state(start, end, size, 2, [0, -1, -1, -1, -1, 0])
+    assert not ok and low.tolist() == [0, 1, 0, 0, 1, 0]
+    assert brute_best(start, end, size, 2, size, require_all=True) == 6
+    pinned = P.pack(start, end, size, 2, max_offset=[0, 1, 1, 1, 1, 0], time_limit_s=5)
+    assert pinned.status == "infeasible"
+    assert P.pack(start, end, size, 2, time_limit_s=5).status == "optimal"
+
+
+def canonical_prefixes(start, end, size, offsets, rank):
+    """A packing dropped to its canonical form, then its placements in (offset, rank) order:
+    ``(dropped offsets, order)``."""
+    n = len(size)
+    dropped = np.full(n, -1, dtype=np.int64)
+    for b in sorted(range(n), key=lambda b: (offsets[b], rank[b])):
+        tops = [dropped[c] + size[c] for c in range(n) if dropped[c] >= 0 and overlaps(start, end, b, c)]
+        dropped[b] = max(tops, default=0)
+    return dropped, sorted(range(n), key=lambda b: (dropped[b], rank[b]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_level_cover_never_cuts_a_state_with_a_completion(seed):
+    """Tight tiny instances against brute force: every prefix of every (canonical) packing is a
+    state with a completion, so the level covers must pass it, and a rectangle that the
+    completion puts at its current lowest offset must not be ruled out there."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 6))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, 3, n)
+    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    choices = [range(cap - size[b] + 1) for b in range(n)]
+    packings = [p for p in itertools.product(*choices) if valid(start, end, size, cap, p)]
+    for offsets in packings[:40]:
+        rank = rng.permutation(n)
+        dropped, order = canonical_prefixes(start, end, size, offsets, rank)
+        for k in range(1, n):
+            state = np.full(n, -1, dtype=np.int64)
+            state[order[:k]] = dropped[order[:k]]
+            ok, bad, low = cover_state(start, end, size, cap, state)
+            assert ok, (start, end, size, cap, state, dropped)
+            for b in order[k:]:
+                assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
 
 
 # ------------------------------------------------------------------------------ planted optima

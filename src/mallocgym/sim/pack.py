@@ -28,6 +28,11 @@ is our own:
   when it is the lowest offset left, no rectangle able to cover it means a dead node and
   exactly one means a forced move (``FORCE_MAX``; branching on tight sections with more
   candidates too solved more planted instances but slowed MiniMalloc's B and D by 100x).
+* **Level covers** (:func:`_level_cover_ok`). Rectangles at one offset are disjoint in time,
+  so each run of consecutive sections tight at one level must be covered exactly by disjoint
+  section ranges of rectangles that can sit at that level (and leave fillable gaps below
+  them, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring sections.
+  No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
   there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
@@ -37,9 +42,9 @@ is our own:
 * **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
   static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
-  preorders under a doubling limit (as MiniMalloc's solver does), whose reruns skip the states
-  the last run proved dead (a hashed table per preorder); pieces of a dynamic decomposition are
-  memoised across runs.
+  preorders under a doubling limit (as MiniMalloc's solver does); every run skips the states
+  earlier runs on the part proved dead (one hashed table, keyed without the preorder); pieces
+  of a dynamic decomposition are memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -82,7 +87,8 @@ FORCE_MAX = 1  # branch on a tight section only when at most this many rectangle
 # branch and bound's restarts, are the earlier round robin's four (picked on MiniMalloc's A-E).
 PREORDERS = ("TWA", "TAW", "WAT", "RST", "ZWA", "ATW")
 OPT_PREORDERS = ("TWA", "RST", "ZWA", "WAT")
-TT_SIZE = 1 << 17  # slots of a kept failed-state table (two uint64 each); half of them are filled at most
+TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 MiB); half are filled at most
+# (one table serves all the runs on a part: 262,144 states, against 6 x 65,536 in the per-preorder tables before)
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
@@ -226,10 +232,145 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
+def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr, cv_idx):
+    """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level,
+    a gap that the other unplaced rectangles there can fill exactly: no smaller than the
+    smallest of them, and, when smaller than the two smallest together, the size of one of
+    them (``m1``/``m2``/``m3``: the three smallest sizes of a section, ``a1``/``a2``: the
+    rectangles of the first two, found when first needed at a node: ``mst[s] == stamp``)."""
+    for s in range(s0[b], s1[b]):
+        t = tlev[s]
+        if t >= 0 and t < v:
+            if mst[s] != stamp:
+                mst[s] = stamp
+                x1, x2, x3, i1, i2 = BIG, BIG, BIG, np.int64(-1), np.int64(-1)
+                for q in range(cv_ptr[s], cv_ptr[s + 1]):
+                    c = cv_idx[q]
+                    if off[c] >= 0:
+                        continue
+                    z = size[c]
+                    if z < x1:
+                        x3, x2, i2, x1, i1 = x2, x1, i1, z, c
+                    elif z < x2:
+                        x3, x2, i2 = x2, z, c
+                    elif z < x3:
+                        x3 = z
+                m1[s], a1[s], m2[s], a2[s], m3[s] = x1, i1, x2, i2, x3
+            if a1[s] == b:
+                x1, x2 = m2[s], m3[s]
+            elif a2[s] == b:
+                x1, x2 = m1[s], m3[s]
+            else:
+                x1, x2 = m1[s], m2[s]
+            g = v - t
+            if g < x1:
+                return False
+            if g < x1 + x2:
+                one = False
+                for q in range(cv_ptr[s], cv_ptr[s + 1]):
+                    c = cv_idx[q]
+                    if c != b and off[c] < 0 and size[c] == g:
+                        one = True
+                        break
+                if not one:
+                    return False
+    return True
+
+
+@njit(cache=True)
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1, a1, m2, a2,
+                    m3, mst, stamp, vmax):
+    """Whether every tight section's level can be the offset of a rectangle covering it.
+
+    A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
+    ``[tlev[s], capacity)``) has its level covered by an unplaced rectangle placed exactly
+    there. Rectangles placed at one offset ``v`` are disjoint in time, and one can go to ``v``
+    only if ``low <= v <= max_offset`` and the gaps it leaves below it, in tight sections with
+    lower levels, can be filled exactly (:func:`_gaps_fillable`). So each *run* of consecutive
+    sections tight at one level ``v`` must be covered by pairwise disjoint section ranges of
+    such rectangles: a 1-D exact-cover test, left to right over the run (``fw[p]``: the run's
+    sections before ``p`` can be covered by ranges ending at or before ``p``; runs at the same
+    level apart from each other are tested apart, a relaxation). ``cv_ptr``/``cv_idx``: the
+    rectangles spanning each section; ``fw``/``bw``/``m1``/``a1``/``m2``/``a2``/``m3``:
+    scratch (``nsec + 1`` and ``nsec``). False proves that the node has no completion.
+    Otherwise ``bad[b]`` is 1 for an unplaced ``b`` spanning a run at its lowest offset ``v``
+    but in no cover of it (the run's sections outside its range not covered by disjoint ranges
+    before and after it, ``fw``/``bw``): ``b`` cannot be placed now."""
+    nsec = tlev.size
+    lo = 0
+    while lo < nsec:
+        v = tlev[lo]
+        if v < 0:
+            lo += 1
+            continue
+        hi = lo
+        while hi + 1 < nsec and tlev[hi + 1] == v:
+            hi += 1
+        # the run [lo, hi] at level v; the ranges starting at p: those spanning lo for p = lo
+        # (cv), those whose first section is p after it (sb)
+        for p in range(lo, hi + 2):
+            fw[p] = 0
+        fw[lo] = 1
+        for p in range(lo, hi + 1):
+            if fw[p] == 0:
+                continue
+            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+            for q in range(qa, qb):
+                b = lst[q]
+                e = s1[b] if s1[b] < hi + 1 else hi + 1
+                if fw[e] == 0 and off[b] < 0 and low[b] <= v and v <= maxoff[b] \
+                        and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr,
+                                           cv_idx):
+                    fw[e] = 1
+        if fw[hi + 1] == 0:
+            return False
+        # the rectangles at their lowest offset v that span the run: in a cover, or not now
+        # (only below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher)
+        if v >= vmax:
+            lo = hi + 1
+            continue
+        marked = False
+        for p in range(lo, hi + 1):
+            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+            for q in range(qa, qb):
+                b = lst[q]
+                if off[b] < 0 and low[b] == v:
+                    marked = True
+                    break
+            if marked:
+                break
+        if marked:
+            bw[hi + 1] = 1
+            for p in range(hi, lo - 1, -1):
+                bw[p] = 0
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] <= v and v <= maxoff[b] \
+                            and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
+                            and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size,
+                                               cv_ptr, cv_idx):
+                        bw[p] = 1
+                        break
+            for p in range(lo, hi + 1):
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] == v and v <= maxoff[b]:
+                        x = s0[b] if s0[b] > lo else lo
+                        e = s1[b] if s1[b] < hi + 1 else hi + 1
+                        if fw[x] == 0 or bw[e] == 0:
+                            bad[b] = 1
+        lo = hi + 1
+    return True
+
+
+@njit(cache=True)
 def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
-            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh):
+            llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
+            cv_ptr, cv_idx, sb, sptr):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -258,6 +399,15 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     tlev = np.full(nsec, -1, dtype=np.int64)
     tcnt = np.zeros(nsec, dtype=np.int64)
     tsum = np.zeros(nsec + 1, dtype=np.int64)
+    fw = np.zeros(nsec + 2, dtype=np.int64)
+    bw = np.zeros(nsec + 2, dtype=np.int64)
+    bad = np.zeros(n, dtype=np.int64)
+    m1 = np.empty(nsec, dtype=np.int64)
+    a1 = np.empty(nsec, dtype=np.int64)
+    m2 = np.empty(nsec, dtype=np.int64)
+    a2 = np.empty(nsec, dtype=np.int64)
+    m3 = np.empty(nsec, dtype=np.int64)
+    mst = np.full(nsec, -1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -273,9 +423,11 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 last_off = off[pb[depth - 1]]
             fz[depth] = 0
             ntight = 0
+            for b in range(n):
+                bad[b] = 0
+            lvl0 = last_off if last_off > 0 else np.int64(0)
             if mode == 0 and depth < n:
                 # tight sections: level + what is left to place there == capacity
-                lvl0 = last_off if last_off > 0 else np.int64(0)
                 for s in range(nsec):
                     tlev[s] = -1
                     tsum[s + 1] = tsum[s]
@@ -301,13 +453,18 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 o = last_off
             if mode == 0 and depth > 0 and depth < n and tt.shape[0] > 2:
                 # the node's state, hashed: what its subtree depends on (the unplaced
-                # rectangles and their lowest offsets, the live sections' levels, the offset and
-                # preorder of the last placement); a state whose subtree failed before fails
-                h1 = _mix(np.uint64(o) ^ _mix(np.uint64(tp[depth] + 2)))
+                # rectangles and their lowest offsets, the live sections' levels, the offset,
+                # and which unplaced rectangles at that offset come before the last placement
+                # in the preorder: those cannot go there); a state whose subtree failed fails.
+                # No preorder in it: the subtree of a state has a completion under any
+                # strategy or under none, so one table serves every run on the part
+                h1 = _mix(np.uint64(o) ^ np.uint64(0x3C6EF372FE94F82B))
                 h2 = _mix(h1 ^ np.uint64(0x5851F42D4C957F2D))
                 for e in range(n):
                     if off[e] < 0:
                         x = _mix(np.uint64(e) + np.uint64(0x632BE59BD9B4E019)) ^ np.uint64(low[e])
+                        if low[e] == o and pre[e] < tp[depth]:
+                            x ^= np.uint64(1) << np.uint64(62)
                         h1 ^= _mix(x)
                         h2 ^= _mix(x + np.uint64(0x2545F4914F6CDD1D))
                 for s in range(nsec):
@@ -380,6 +537,13 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                         used[s] = t
                     if not ok:
                         break
+                if ok and ntight > 0:
+                    vmax = BIG
+                    for e in range(n):
+                        if off[e] < 0 and low[e] + size[e] < vmax:
+                            vmax = low[e] + size[e]
+                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1,
+                                         a1, m2, a2, m3, mst, nodes, vmax)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -413,7 +577,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 for s in range(nsec):
                     tcnt[s] = 0
                 for b in range(n):
-                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b]:
+                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0:
                         for s in range(s0[b], s1[b]):
                             if tlev[s] == m_min:
                                 tcnt[s] += 1
@@ -445,14 +609,15 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 fz[depth] = 1
                 lv = tlev[forced_s]
                 for b in range(n):
-                    if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b]:
+                    if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b] \
+                            and bad[b] == 0:
                         keys[m] = pre[b]
                         cand[m] = b
                         m += 1
             else:
                 for i in range(k):
                     b = cand[i]
-                    if low[b] < min_height:
+                    if low[b] < min_height and bad[b] == 0:
                         keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
                         cand[m] = b
                         m += 1
@@ -645,6 +810,10 @@ class _Part:
     ov_ptr: np.ndarray
     ov_idx: np.ndarray
     cap: int
+    cv_ptr: np.ndarray  # the rectangles spanning each section (CSR)
+    cv_idx: np.ndarray
+    sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
+    sptr: np.ndarray
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -656,7 +825,16 @@ class _Part:
         for i in range(len(ids)):  # each list by size, smallest first (the kernel stops early)
             seg = ov_idx[ov_ptr[i]:ov_ptr[i + 1]]
             ov_idx[ov_ptr[i]:ov_ptr[i + 1]] = seg[np.argsort(sz[seg], kind="stable")]
-        return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap))
+        spans = s1 - s0
+        cv_idx = np.repeat(np.arange(len(ids), dtype=np.int64), spans)
+        secs = (np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(s0, spans))
+        by = np.argsort(secs, kind="stable")
+        cv_idx = cv_idx[by].astype(np.int64)
+        cv_ptr = np.searchsorted(secs[by], np.arange(nsec + 1)).astype(np.int64)
+        sb = np.argsort(s0, kind="stable").astype(np.int64)
+        sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
+        return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
+                   cv_ptr, cv_idx, sb, sptr)
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -681,7 +859,7 @@ class _Run:
         n = part.size.size
         self.fmax = np.int64(fmax)
         # failed states (decision mode), kept when the caller passes a table to share between
-        # runs of the same strategy on the same part; none (a 2-row stub) otherwise
+        # the runs on the same part; none (a 2-row stub) otherwise
         self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
         self.nh = np.zeros((n + 2, 2), dtype=np.uint64)
         self.part, self.mode, self.pre = part, mode, np.ascontiguousarray(pre, dtype=np.int64)
@@ -742,7 +920,8 @@ class _Run:
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
-            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh)
+            self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr)
         return self.status
 
 
@@ -802,10 +981,12 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
             return None if found is None else found.copy()
     pname, _, flag = name.partition("/")
     tt = None
-    if memo is not None and low0 is None and "@" not in name:
-        # a top-level run of a strategy that the round robin repeats under a doubling node
-        # limit: its table of failed states is kept, so a rerun skips what the last one searched
-        tt = memo.setdefault(("tt", name), np.zeros((TT_SIZE, 2), dtype=np.uint64))
+    if memo is not None and low0 is None:
+        # a top-level run: the part's table of failed states is kept for every run on it, so
+        # a rerun, or a run of another strategy, skips what earlier runs proved dead
+        if "tt" not in memo:
+            memo["tt"] = np.zeros((TT_SIZE, 2), dtype=np.uint64)
+        tt = memo["tt"]
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
         before = run.nodes
@@ -854,12 +1035,12 @@ def _luby(i: int) -> int:
 
 
 def strategy(i: int, preorders=PREORDERS) -> str:
-    """The ``i``-th decision strategy of the restarts: each of ``preorders`` plain, then each
-    with branching on every tight section (``/t``), then both again with perturbed keys
+    """The ``i``-th decision strategy of the restarts: each of ``preorders`` with branching on
+    every tight section (``/t``), then each plain, then both again with perturbed keys
     (``@k``), a new perturbation every round."""
     m = len(preorders)
     base, k = preorders[i % m], i // m
-    tight = "/t" if k % 2 else ""
+    tight = "" if k % 2 else "/t"
     return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
 
 

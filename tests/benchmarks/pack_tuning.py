@@ -1,0 +1,56 @@
+"""The tuning set of the decision search (docs/pack.md, "How the restarts were chosen"):
+
+    PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s] [n/seed ...]
+
+42 planted instances, ``planted(seed, n_buffers=n)``: seeds 100-111 at 128 and 256 buffers
+(zero slack), seeds 100-111 at 200 buffers with 10 % of the buffers removed and seeds 100-105
+at 160 buffers with 3 % removed (slack in places; the removed buffers are drawn by
+``numpy.random.default_rng(seed + 1_000_000)``). The search's settings and inference are tuned
+here only; the targets (seeds 0-4 and MiniMalloc's A-E, tests/benchmarks/test_pack_speed.py)
+are measured once afterwards. Prints one row per instance and the totals.
+"""
+
+import sys
+import time
+
+import numpy as np
+
+from mallocgym.scenarios import planted
+from mallocgym.sim import pack as P
+
+SET = ([(128, s, 0.0) for s in range(100, 112)] + [(256, s, 0.0) for s in range(100, 112)]
+       + [(200, s, 0.10) for s in range(100, 112)] + [(160, s, 0.03) for s in range(100, 106)])
+
+
+def instance(n: int, seed: int, removed: float):
+    scenario, _ = planted(seed, n_buffers=n)
+    w = scenario.workload
+    keep = np.arange(n)
+    if removed > 0:
+        rng = np.random.default_rng(seed + 1_000_000)
+        keep = np.sort(rng.choice(n, size=n - int(round(removed * n)), replace=False))
+    return w.start[keep], w.end[keep], w.size[keep], int(scenario.hardware.fast_capacity)
+
+
+def main(argv) -> None:
+    limit = float(argv[0]) if argv else 4.0
+    chosen = SET
+    if len(argv) > 1:
+        want = {tuple(int(x) for x in a.split("/")) for a in argv[1:]}
+        chosen = [t for t in SET if (t[0], t[1]) in want]
+    P.pack(*instance(32, 1, 0.0), time_limit_s=5.0)  # warm-up (numba cache)
+    solved, nodes_solved, wall = 0, 0, 0.0
+    for n, seed, removed in chosen:
+        begin = time.perf_counter()
+        r = P.pack(*instance(n, seed, removed), time_limit_s=limit)
+        dt = time.perf_counter() - begin
+        wall += dt
+        ok = r.status == "optimal"
+        solved += ok
+        nodes_solved += r.nodes if ok else 0
+        print(f"{n}/{seed}{'' if not removed else f'-{removed:.0%}'}\t{r.status}\t{r.nodes}\t{dt:.2f}", flush=True)
+    print(f"solved {solved}/{len(chosen)}  nodes on solved {nodes_solved:,}  wall {wall:.1f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
