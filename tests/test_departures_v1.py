@@ -19,4 +19,6 @@ def test_one_departure_costs_the_game_what_it_costs_alone():
     assert row["departures"] == 1 and row["final_cost"] < 0
     assert abs(row["final_cost"] - row["sum_alone"]) < 1e-9 and row["worst_alone"] == row["sum_alone"]
     none = script.departures(agent, scenario, 1e9)
-    assert none == {**row, "final_cost": 0.0, "departures": 0, "bad_alone": 0, "worst_alone": 0.0, "sum_alone": 0.0}
+    assert none == {**row, "final_cost": 0.0, "departures": 0, "bad_alone": 0, "worst_alone": 0.0, "sum_alone": 0.0,
+                    "by_move": {}}
+    assert sum(row["by_move"].values()) == row["sum_alone"]

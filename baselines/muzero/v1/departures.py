@@ -5,7 +5,9 @@ departure, scores the policy's move and xla-msa's exactly from that position (ea
 xla-msa's completion, :class:`mallocgym.agents.muzero.v1.Completions`): the departure's cost in %
 of program time (positive: worse than xla-msa's move). Prints one JSON line per program: the
 game's cost against in-env xla-msa's game (``final_cost``), the departures, how many lose alone
-(``bad_alone``), the worst one and the sum of their costs (``sum_alone``).
+(``bad_alone``), the worst one, the sum of their costs (``sum_alone``) and that sum by kind of
+move (``by_move``: ``"fast->slow"`` is a value xla-msa places fast that the policy leaves slow;
+``prefetch`` counts any prefetch start).
 
     python baselines/muzero/v1/departures.py --set validation --margin 0.25 [--checkpoint DIR]
 """
@@ -27,6 +29,11 @@ from mallocgym.agents.muzero.labels import policy_move  # noqa: E402
 from mallocgym.agents.muzero.v1 import Completions, branch_mask, make_env_v1, network_advantage  # noqa: E402
 
 
+def move_kind(action: int, k: int) -> str:
+    """The kind of v1 action ``action`` (``k`` offsets per window): slow, fast or prefetch."""
+    return "slow" if action == 0 else ("fast" if action <= k else "prefetch")
+
+
 def departures(agent, scenario, margin: float) -> dict:
     """One program's row (module docstring)."""
     advantage = network_advantage(agent.model)
@@ -34,7 +41,7 @@ def departures(agent, scenario, margin: float) -> dict:
     obs, info = env.reset(seed=0)
     scorer = Completions(env.static)
     xla_time = scorer.complete(env.sim_state)
-    costs, done = [], env.current_segment < 0
+    costs, by_move, done = [], {}, env.current_segment < 0
     while not done:
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
@@ -44,12 +51,14 @@ def departures(agent, scenario, margin: float) -> dict:
             if action != base:
                 t = scorer.scores(env.sim_state, np.array([base, action]))
                 costs.append(100.0 * (t[action] / t[base] - 1.0))
+                key = f"{move_kind(base, env.k)}->{move_kind(action, env.k)}"
+                by_move[key] = by_move.get(key, 0.0) + costs[-1]
         obs, _, done, _, info = env.step(action)
     c = np.array(costs)
     return {"name": scenario.name, "buffers": int(scenario.workload.num_buffers),
             "final_cost": 100.0 * (info["time"] / xla_time - 1.0), "departures": len(c),
             "bad_alone": int((c > 1e-9).sum()), "worst_alone": float(c.max()) if len(c) else 0.0,
-            "sum_alone": float(c.sum())}
+            "sum_alone": float(c.sum()), "by_move": by_move}
 
 
 def main(argv: list[str] | None = None) -> int:
