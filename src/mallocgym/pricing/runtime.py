@@ -338,10 +338,11 @@ def simulate_linked(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
     n_ops = compute_time.shape[0]
     n = n_copies
     bw = np.float64(slow_bw)
-    # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued;
-    # completing the front one is moving head[k].
+    # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued (the i-th
+    # copy issued in this run as i, its bytes left rem[i]); completing the front one is moving head[k].
     fifo = np.empty((2, n), dtype=np.int64)
-    rem = np.empty(copy_bytes.shape[0], dtype=np.float64)
+    rem = np.empty(n, dtype=np.float64)
+    issued = 0
     h_done = np.empty(n, dtype=np.int64)
     h_pos = np.empty(n, dtype=np.int64)
     h_kind = np.empty(n, dtype=np.int64)
@@ -356,8 +357,9 @@ def simulate_linked(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
         c = first[t]
         while c >= 0:  # copy-starts after op t - 1
             k = copy_kind[c]
-            fifo[k, tail[k]] = c
-            rem[c] = copy_bytes[c]
+            fifo[k, tail[k]] = issued
+            rem[issued] = copy_bytes[c]
+            issued += 1
             size = _heap_push(h_done, h_pos, h_kind, size, copy_done[c], tail[k], k)
             tail[k] += 1
             c = nxt[c]
