@@ -153,10 +153,10 @@ def test_incremental_time_equals_a_full_simulation_bit_for_bit():
     while not done:
         obs, _, done, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
         st, state = env.static, env.sim_state
-        n, t = int(state.counters[v1.N_COPIES]), st.compute_time.shape[0]
+        q, t = v1.copy_list(state), st.compute_time.shape[0]
         full = runtime.simulate_trusted(st.compute_time, state.slow_bytes / st.params[v1.SLOW_BW],
                                         state.fast_bytes / st.params[v1.FAST_BW], st.overhead, st.params[v1.SLOW_BW],
-                                        state.cp_start[:n], state.cp_done[:n], state.cp_bytes[:n], state.cp_kind[:n],
+                                        state.cp_start[q], state.cp_done[q], state.cp_bytes[q], state.cp_kind[q],
                                         np.zeros(t), np.zeros(t + 1))
         assert info["time"] == full
         restarts += int(state.sim_empty[1:].any())

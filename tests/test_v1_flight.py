@@ -58,8 +58,8 @@ def test_flight_follows_the_copies_over_an_episode():
     s = v1_obs.advance(st, state, table, obs, 1.0, 1.0)
     steps = 0
     while s >= 0:
-        n = int(state.counters[v1.N_COPIES])
-        copies = list(zip(state.cp_start[:n].tolist(), state.cp_done[:n].tolist(), state.cp_bytes[:n].tolist()))
+        q = v1.copy_list(state)
+        copies = list(zip(state.cp_start[q].tolist(), state.cp_done[q].tolist(), state.cp_bytes[q].tolist()))
         for p in range(-1, st.compute_time.shape[0]):
             assert v1.flight_bytes(state.cp_flight, p) == _scan(copies, p)
         k = table.fast_off.shape[0]

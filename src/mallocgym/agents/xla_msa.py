@@ -102,7 +102,7 @@ class MSAAgent:
         else:
             st, state = plan_msa(scenario, cfg)
         n_copies = int(state.counters[v1.N_COPIES])
-        prefetches = int(np.count_nonzero(state.cp_kind[:n_copies] == 0))
+        prefetches = int(np.count_nonzero(state.cp_kind == 0))
         info = {"prefetches": prefetches, "evictions": n_copies - prefetches}
         return Solution(None, info=info, mapping=mapping_from_state(scenario.workload, st, state))
 

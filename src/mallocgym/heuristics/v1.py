@@ -80,12 +80,11 @@ def complete_msa(st, state, table, deadline=NO_DEADLINE):
     The same moves and final state as playing ``table.msa_action`` through
     :func:`mallocgym.features.v1.play` (:func:`complete_msa_env`), without what only a step needs:
     the legal moves are listed only where MSA stays slow (to tell a forced position from a
-    chosen ``SLOW``), the copies are appended and put in queue order once, and the program is
-    simulated once at the end (the incremental simulation gives the same figures bit for bit)."""
+    chosen ``SLOW``), and the program is simulated once at the end (the incremental simulation
+    gives the same figures bit for bit)."""
     n = st.seg_use.shape[0]
     mo = table.msa_out
     pf_count = table.pf_count
-    v1.append_copies(state, True)
     while state.counters[v1.POS] < n:
         if state.counters[v1.POS] % CHECK_EVERY == 0 and past(deadline):
             return np.nan
@@ -102,7 +101,6 @@ def complete_msa(st, state, table, deadline=NO_DEADLINE):
         v1.apply_rules(st, state, s, mo[0], mo[1], mo[2])
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN if chosen else v1.FORCED] += 1
-    v1.append_copies(state, False)
     return v1.current_time(st, state)
 
 

@@ -78,7 +78,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["PREFETCH", "EVICTION", "BLOCK", "runtime_elapsed", "issue_order", "simulate", "simulate_per_op",
-           "simulate_trusted", "simulate_window", "n_blocks", "sum_blocks", "sum_in_order"]
+           "simulate_trusted", "simulate_window", "simulate_linked", "n_blocks", "sum_blocks", "sum_in_order"]
 
 PREFETCH, EVICTION = 0, 1
 BLOCK = 64  # iterations per summation block (see sum_blocks)
@@ -293,6 +293,37 @@ def simulate_window(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
     empty at the start of iteration ``t``). The run starts with empty queues and needs only the
     copies issued at or after op ``t0 - 1`` (pass only those, in the same relative order; with
     ``ordered`` they are already in queue order, :func:`issue_order`, and are not sorted again).
+    The copies are linked per issue op and passed to :func:`simulate_linked`, which says how the
+    run may stop early (``may_stop``).
+    """
+    n_ops = compute_time.shape[0]
+    n = copy_start.shape[0]
+    order = np.empty(0, np.int64) if ordered else issue_order(copy_start, copy_done, n_ops)
+    first = np.full(n_ops + 1, -1, np.int64)
+    nxt = np.full(n, -1, np.int64)
+    last = -1
+    for i in range(n):
+        c = i if ordered else order[i]
+        p = copy_start[c] + 1
+        if first[p] < 0:
+            first[p] = c
+        else:
+            nxt[last] = c
+        last = c
+    return simulate_linked(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, slow_bw, first, nxt,
+                           copy_start, copy_done, copy_bytes, copy_kind, n, elapsed_out, stall_out, empty_out,
+                           may_stop)
+
+
+@njit(cache=True)
+def simulate_linked(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, slow_bw, first, nxt, copy_start,
+                    copy_done, copy_bytes, copy_kind, n_copies, elapsed_out, stall_out, empty_out, may_stop):
+    """:func:`simulate_window` with the copies given as lists per issue op: ``first[p + 1]`` is
+    the first copy issued after op ``p`` (-1: none), ``nxt[c]`` the one after copy ``c`` issued
+    after the same op (-1: none), each list in queue order; ``copy_*[c]`` describe copy ``c``
+    (entries no list reaches are not read) and ``n_copies`` bounds how many the run meets. A
+    caller that keeps the lists up to date adds or removes a copy without moving the others.
+
     A copy enters its queue when it is issued and a min-heap by done op, from which the copies
     op ``t`` waits for are taken: a run costs what it simulates, not the number of copies.
 
@@ -305,33 +336,33 @@ def simulate_window(t0, dirty_hi, compute_time, slow_time, fast_time, overhead, 
     full run gives, bit for bit; the program time is their sum in blocks (:func:`sum_blocks`).
     """
     n_ops = compute_time.shape[0]
-    n = copy_start.shape[0]
+    n = n_copies
     bw = np.float64(slow_bw)
-    order = np.empty(0, np.int64) if ordered else issue_order(copy_start, copy_done, n_ops)
-    # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued;
-    # completing the front one is moving head[k].
+    # The two FIFOs: fifo[k, head[k]:tail[k]] is queue k, filled as copies are issued (the i-th
+    # copy issued in this run as i, its bytes left rem[i]); completing the front one is moving head[k].
     fifo = np.empty((2, n), dtype=np.int64)
     rem = np.empty(n, dtype=np.float64)
+    issued = 0
     h_done = np.empty(n, dtype=np.int64)
     h_pos = np.empty(n, dtype=np.int64)
     h_kind = np.empty(n, dtype=np.int64)
     size = 0
     head = np.zeros(2, dtype=np.int64)
     tail = np.zeros(2, dtype=np.int64)
-    nxt = 0
     for t in range(t0, n_ops + 1):
         empty = head[0] == tail[0] and head[1] == tail[1]
         if may_stop and empty and t > dirty_hi and t > t0 and empty_out[t]:
             return t
         empty_out[t] = empty
-        while nxt < n and copy_start[nxt if ordered else order[nxt]] == t - 1:  # copy-starts after op t - 1
-            c = nxt if ordered else order[nxt]
+        c = first[t]
+        while c >= 0:  # copy-starts after op t - 1
             k = copy_kind[c]
-            fifo[k, tail[k]] = c
-            rem[c] = copy_bytes[c]
+            fifo[k, tail[k]] = issued
+            rem[issued] = copy_bytes[c]
+            issued += 1
             size = _heap_push(h_done, h_pos, h_kind, size, copy_done[c], tail[k], k)
             tail[k] += 1
-            nxt += 1
+            c = nxt[c]
         # the last FIFO position in each queue of a copy op t waits for (-1: none); every copy
         # due at t was issued before t, so it is in the heap now
         wait0 = -1

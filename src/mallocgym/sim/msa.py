@@ -408,7 +408,6 @@ def plan(st, state, ms, ids, starts):
     where MSA keeps or prefetches), so playing those through the env leaves this plan."""
     out = np.empty(6, np.int64)
     n = st.seg_use.shape[0]
-    v1.append_copies(state, True)  # no simulation until the end: copies in queue order only then
     while state.counters[v1.POS] < n:
         pos = state.counters[v1.POS]
         s = st.order[pos]
@@ -416,5 +415,4 @@ def plan(st, state, ms, ids, starts):
         v1.apply_rules(st, state, s, out[0], out[1], out[2])
         state.counters[v1.POS] += 1
         state.counters[v1.CHOSEN] += 1
-    v1.append_copies(state, False)
     return v1.current_time(st, state)

@@ -44,7 +44,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from .._jit import frozen_record
 from ..hardware import Hardware
 from ..workloads.core import Workload
-from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_window, sum_blocks, sum_in_order
+from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_linked, sum_blocks, sum_in_order
 from . import ORDERS, _insert_candidate, buffer_order, compute_times, copy_budget
 
 __all__ = ["Static1", "State1", "compile_v1", "new_state", "copy_state", "copy_into", "UNDECIDED", "SLOW",
@@ -92,11 +92,14 @@ State1 = namedtuple("State1", [
                      #   of all chunks needs them in order, or too many for live_chunks)
     "ch_rank",       # int64[S] each chunk's place in ``active`` once merged in (-1: opened since the last merge)
     "rank_bits",     # int64[S // 64 + 1] scratch of live_chunks (a bit per rank; all zero between calls)
-    "cp_key",        # int64[S + N] the copies: prefetches (key = segment id) and evictions (key = S +
-    "cp_start",      #   buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
-    "cp_done",       #   cp_kind 0 prefetch / 1 eviction; counters[N_COPIES] of them are live. Kept in
-    "cp_bytes",      #   the runtime model's queue order, (start, done, key): the order it gives the
-    "cp_kind",       #   copies evaluate_v1 builds (by key), so float sums are equal to the last bit.
+    "cp_start",      # int64[S + N] the copies, by key: prefetches (key = segment id) and evictions (key =
+    "cp_done",       #   S + buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
+    "cp_bytes",      #   cp_kind 0 prefetch / 1 eviction, -1 not listed; counters[N_COPIES] are listed.
+    "cp_kind",       #   The runtime model reads them in its queue order, (start, done, key): the order
+    "cp_first",      #   it gives the copies evaluate_v1 builds (by key), so float sums are equal to the
+    "cp_next",       #   last bit. cp_first[T + 1]: the first copy issued after op p at p + 1 (-1 none),
+                     #   cp_next[S + N] the next one issued after the same op (-1 none), in (done, key)
+                     #   order: a copy is added or removed without moving the others (copy_list)
     "cp_flight",     # int64[T+3] Fenwick tree of the copies' bytes, + at issue op + 1, - at done op + 1: the
                      #   prefix sum through op p + 1 is the bytes in flight over op p (flight_bytes)
     "slow_bytes",    # int64[T]
@@ -130,15 +133,14 @@ State1 = namedtuple("State1", [
     "touched",       # int64[1 + DIRTY_LIST]: the simulation iterations changed since the last simulation,
                      #   touched[0] of them in touched[1:] (-1: more than fit; then only the range
                      #   counters[DIRTY]..counters[DIRTY_HI] is known): current_time re-simulates around each
-    "counters",      # int64[11]: decisions made (position in order), chunks opened, forced, chosen, copies,
+    "counters",      # int64[10]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
                      #   touches, the chunk index's bucket width and registrations used, how many of
-                     #   ``active`` are in offset order (the rest were appended since), 1 while copies
-                     #   are appended out of queue order (a plan or completion: sorted before simulating)
+                     #   ``active`` are in offset order (the rest were appended since)
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
-POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED, CP_APPEND = range(11)
+POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED = range(10)
 DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
 RANK_SORT_MIN = 128  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
 RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
@@ -335,15 +337,16 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
         ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64), ch_rank=np.full(s, -1, np.int64),
         rank_bits=np.zeros(s // 64 + 1, np.int64),
-        cp_key=np.zeros(s + n, np.int64), cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64),
-        cp_bytes=np.zeros(s + n), cp_kind=np.zeros(s + n, np.int64), cp_flight=np.zeros(t + 3, np.int64),
+        cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64), cp_bytes=np.zeros(s + n),
+        cp_kind=np.full(s + n, -1, np.int64), cp_first=np.full(t + 1, -1, np.int64),
+        cp_next=np.full(s + n, -1, np.int64), cp_flight=np.zeros(t + 3, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
         blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
         rs_delay=np.zeros(t + 1), rs_next=np.full(s, -1, np.int64), rs_first=np.full(t + 1, -1, np.int64),
         rs_last=np.full(t + 1, -1, np.int64), rs_tree=np.zeros(copy_budget.tree_size(t), np.int8),
-        touched=np.zeros(1 + DIRTY_LIST, np.int64), counters=np.zeros(11, np.int64), totals=np.zeros(3),
+        touched=np.zeros(1 + DIRTY_LIST, np.int64), counters=np.zeros(10, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
     state.totals[TIME] = current_time(st, state)
@@ -408,11 +411,12 @@ def copy_into(src, dst):
     dst.ch_buf[:] = src.ch_buf
     dst.active[:] = src.active
     dst.ch_rank[:] = src.ch_rank
-    dst.cp_key[:] = src.cp_key
     dst.cp_start[:] = src.cp_start
     dst.cp_done[:] = src.cp_done
     dst.cp_bytes[:] = src.cp_bytes
     dst.cp_kind[:] = src.cp_kind
+    dst.cp_first[:] = src.cp_first
+    dst.cp_next[:] = src.cp_next
     dst.cp_flight[:] = src.cp_flight
     dst.slow_bytes[:] = src.slow_bytes
     dst.fast_bytes[:] = src.fast_bytes
@@ -486,51 +490,49 @@ def flight_bytes(tree, p):
 
 
 @njit(cache=True)
-def _queue_pos(cp_start, cp_done, cp_key, n, start, done, key):
-    """The first of the ``n`` copies (in queue order) that comes after ``(start, done, key)``:
-    binary search."""
-    lo, hi = 0, n
-    while lo < hi:
-        m = (lo + hi) // 2
-        a = cp_start[m]
-        if a < start or (a == start and (cp_done[m] < done or (cp_done[m] == done and cp_key[m] <= key))):
-            lo = m + 1
-        else:
-            hi = m
-    return lo
+def _link_copy(state, key, start, done):
+    """Put copy ``key`` into the list of the copies issued after op ``start``, in ``(done, key)``
+    order (the copies issued after one op are few: a walk)."""
+    first, nxt, cp_done = state.cp_first, state.cp_next, state.cp_done
+    prev = -1
+    c = first[start + 1]
+    while c >= 0 and (cp_done[c] < done or (cp_done[c] == done and c < key)):
+        prev = c
+        c = nxt[c]
+    nxt[key] = c
+    if prev < 0:
+        first[start + 1] = key
+    else:
+        nxt[prev] = key
 
 
 @njit(cache=True)
-def _shift(a, i, n, by):
-    """Move ``a[i:n]`` ``by`` (1 or -1) places, a block move (the copy lists are long in a large
-    program; the element loop that compared as it shifted cost a step O(copies) comparisons)."""
-    if by > 0:
-        for j in range(n, i, -1):
-            a[j] = a[j - 1]
+def _unlink_copy(state, key, start):
+    """Take copy ``key`` out of the list of the copies issued after op ``start``."""
+    first, nxt = state.cp_first, state.cp_next
+    prev = -1
+    c = first[start + 1]
+    while c >= 0 and c != key:
+        prev = c
+        c = nxt[c]
+    if c < 0:
+        raise ValueError("MallocGame-v1: unlinking a copy that is not listed (a bug)")
+    if prev < 0:
+        first[start + 1] = nxt[key]
     else:
-        for j in range(i, n):
-            a[j - 1] = a[j]
+        nxt[prev] = nxt[key]
+    nxt[key] = -1
 
 
 @njit(cache=True)
 def _add_copy(st, state, key, start, done, nbytes, kind):
-    """Insert a copy, keeping the list in queue order ``(start, done, key)`` (a key is present at
-    most once); appended in append mode."""
-    n = state.counters[N_COPIES]
-    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
-    i = n if state.counters[CP_APPEND] == 1 else _queue_pos(cp_start, cp_done, cp_key, n, start, done, key)
-    if i < n:
-        _shift(cp_key, i, n, 1)
-        _shift(cp_start, i, n, 1)
-        _shift(cp_done, i, n, 1)
-        _shift(cp_bytes, i, n, 1)
-        _shift(cp_kind, i, n, 1)
-    cp_key[i] = key
-    cp_start[i] = start
-    cp_done[i] = done
-    cp_bytes[i] = nbytes
-    cp_kind[i] = kind
-    state.counters[N_COPIES] = n + 1
+    """List copy ``key`` (not listed), issued after op ``start``, done before op ``done``."""
+    state.cp_start[key] = start
+    state.cp_done[key] = done
+    state.cp_bytes[key] = nbytes
+    state.cp_kind[key] = kind
+    _link_copy(state, key, start, done)
+    state.counters[N_COPIES] += 1
     state.totals[COPY_BYTES] += nbytes  # whole bytes: exact in float64
     _flight_add(state.cp_flight, start + 1, np.int64(nbytes))
     _flight_add(state.cp_flight, done + 1, -np.int64(nbytes))
@@ -538,113 +540,46 @@ def _add_copy(st, state, key, start, done, nbytes, kind):
 
 
 @njit(cache=True)
-def _remove_copy(st, state, key, start, done):
-    """Remove the copy ``key`` (issued after ``start``, done before ``done``), if listed."""
-    n = state.counters[N_COPIES]
-    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
-    i = -1
-    if state.counters[CP_APPEND] == 0:
-        j = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
-        if j >= 0 and cp_key[j] == key:
-            i = j
-    else:  # appended out of order: the copy was most likely just added
-        i = n - 1
-        while i >= 0 and cp_key[i] != key:
-            i -= 1
-    if i < 0:
+def _remove_copy(st, state, key):
+    """Remove copy ``key``, if listed."""
+    if state.cp_kind[key] < 0:
         return
-    _touch(state, cp_start[i] + 1)
-    state.totals[COPY_BYTES] -= cp_bytes[i]
-    _flight_add(state.cp_flight, cp_start[i] + 1, -np.int64(cp_bytes[i]))
-    _flight_add(state.cp_flight, cp_done[i] + 1, np.int64(cp_bytes[i]))
-    _shift(cp_key, i + 1, n, -1)
-    _shift(cp_start, i + 1, n, -1)
-    _shift(cp_done, i + 1, n, -1)
-    _shift(cp_bytes, i + 1, n, -1)
-    _shift(cp_kind, i + 1, n, -1)
-    state.counters[N_COPIES] = n - 1
+    start, done, nbytes = state.cp_start[key], state.cp_done[key], state.cp_bytes[key]
+    _touch(state, start + 1)
+    state.totals[COPY_BYTES] -= nbytes
+    _flight_add(state.cp_flight, start + 1, -np.int64(nbytes))
+    _flight_add(state.cp_flight, done + 1, np.int64(nbytes))
+    _unlink_copy(state, key, start)
+    state.cp_kind[key] = -1
+    state.counters[N_COPIES] -= 1
 
 
 @njit(cache=True)
-def _move_copy(state, key, start, done, new_done):
-    """Make the listed copy ``key`` (issued after ``start``, done before ``done``) done before
-    ``new_done``: what removing it and adding it again does, but in queue order only the copies
-    issued after the same op, between its old place and its new one, move."""
-    n = state.counters[N_COPIES]
-    cp_key, cp_start, cp_done, cp_bytes, cp_kind = state.cp_key, state.cp_start, state.cp_done, state.cp_bytes, state.cp_kind
-    if state.counters[CP_APPEND] == 1:  # out of order: the copy was most likely just added
-        i = n - 1
-        while i >= 0 and cp_key[i] != key:
-            i -= 1
-        j = i
-    else:
-        i = _queue_pos(cp_start, cp_done, cp_key, n, start, done, key) - 1
-        j = _queue_pos(cp_start, cp_done, cp_key, n, start, new_done, key)  # counts the copy itself if before
-        if i >= 0 and cp_key[i] == key and j > i:
-            j -= 1
-    if i < 0 or cp_key[i] != key:
+def _move_copy(state, key, new_done):
+    """Make the listed copy ``key`` done before op ``new_done`` (issued after the same op)."""
+    if state.cp_kind[key] < 0:
         raise ValueError("MallocGame-v1: moving a copy that is not listed (a bug)")
-    nbytes, kind = cp_bytes[i], cp_kind[i]
+    start, done, nbytes = state.cp_start[key], state.cp_done[key], state.cp_bytes[key]
     _touch(state, start + 1)
     _flight_add(state.cp_flight, done + 1, np.int64(nbytes))
     _flight_add(state.cp_flight, new_done + 1, -np.int64(nbytes))
-    if j > i:
-        for x in range(i, j):
-            cp_key[x] = cp_key[x + 1]
-            cp_start[x] = cp_start[x + 1]
-            cp_done[x] = cp_done[x + 1]
-            cp_bytes[x] = cp_bytes[x + 1]
-            cp_kind[x] = cp_kind[x + 1]
-    elif j < i:
-        for x in range(i, j, -1):
-            cp_key[x] = cp_key[x - 1]
-            cp_start[x] = cp_start[x - 1]
-            cp_done[x] = cp_done[x - 1]
-            cp_bytes[x] = cp_bytes[x - 1]
-            cp_kind[x] = cp_kind[x - 1]
-    cp_key[j] = key
-    cp_start[j] = start
-    cp_done[j] = new_done
-    cp_bytes[j] = nbytes
-    cp_kind[j] = kind
+    _unlink_copy(state, key, start)
+    state.cp_done[key] = new_done
+    _link_copy(state, key, start, new_done)
 
 
 @njit(cache=True)
-def append_copies(state, on):
-    """Switch the copy list to append mode (``on``: copies are added at its end, out of queue
-    order: what a plan or a completion does, which simulates only at its end) or back to queue
-    order (sorting it). :func:`current_time` sorts it first in either mode."""
-    if not on:
-        _sort_copies(state)
-    state.counters[CP_APPEND] = 1 if on else 0
-
-
-@njit(cache=True)
-def _sort_copies(state):
-    """Put the copies in queue order ``(start, done, key)`` (keys are distinct)."""
-    n = state.counters[N_COPIES]
-    if n < 2:
-        return
-    ok = True
-    for i in range(1, n):
-        a, b = state.cp_start[i - 1], state.cp_start[i]
-        if a > b or (a == b and (state.cp_done[i - 1] > state.cp_done[i] or (
-                state.cp_done[i - 1] == state.cp_done[i] and state.cp_key[i - 1] > state.cp_key[i]))):
-            ok = False
-            break
-    if ok:
-        return
-    top_key = state.cp_key.shape[0] + 1
-    top_done = state.stall.shape[0] + 1
-    code = np.empty(n, np.int64)
-    for i in range(n):
-        code[i] = ((state.cp_start[i] + 1) * top_done + state.cp_done[i]) * top_key + state.cp_key[i]
-    order = np.argsort(code)
-    state.cp_key[:n] = state.cp_key[:n][order]
-    state.cp_start[:n] = state.cp_start[:n][order]
-    state.cp_done[:n] = state.cp_done[:n][order]
-    state.cp_bytes[:n] = state.cp_bytes[:n][order]
-    state.cp_kind[:n] = state.cp_kind[:n][order]
+def copy_list(state):
+    """The keys of the listed copies in the runtime model's queue order ``(start, done, key)``."""
+    out = np.empty(state.counters[N_COPIES], np.int64)
+    i = 0
+    for p in range(state.cp_first.shape[0]):
+        c = state.cp_first[p]
+        while c >= 0:
+            out[i] = c
+            i += 1
+            c = state.cp_next[c]
+    return out
 
 
 @njit(cache=True)
@@ -655,18 +590,10 @@ def _simulate_from(st, state, dirty, dirty_hi):
     t0 = dirty
     while t0 > 0 and not state.sim_empty[t0]:
         t0 -= 1
-    n = state.counters[N_COPIES]
-    lo, hi = 0, n  # the first copy issued at or after op t0 - 1 (the list is in queue order)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if state.cp_start[mid] < t0 - 1:
-            lo = mid + 1
-        else:
-            hi = mid
-    stop = simulate_window(t0, dirty_hi, st.compute_time, state.slow_time, state.fast_time,
-                           st.overhead, st.params[SLOW_BW], state.cp_start[lo:n], state.cp_done[lo:n],
-                           state.cp_bytes[lo:n], state.cp_kind[lo:n], state.elapsed, state.stall, state.sim_empty,
-                           True, True)
+    stop = simulate_linked(t0, dirty_hi, st.compute_time, state.slow_time, state.fast_time, st.overhead,
+                           st.params[SLOW_BW], state.cp_first, state.cp_next, state.cp_start, state.cp_done,
+                           state.cp_bytes, state.cp_kind, state.counters[N_COPIES], state.elapsed, state.stall,
+                           state.sim_empty, True)
     sum_blocks(state.elapsed, state.stall, t0, stop, state.blk_time, state.blk_stall)
     return stop
 
@@ -679,10 +606,10 @@ def current_time(st, state):
     Incremental: the decisions since the last simulation changed iterations ``counters[DIRTY]``
     to ``counters[DIRTY_HI]`` only (an access's op, a copy's issue op + 1), listed one by one in
     ``touched`` when they are few (a step). A run restarts from the last iteration at or before
-    a changed one at which both copy queues were empty, with only the copies issued from there on
-    (a suffix of the list, which is in queue order), and stops past that changed iteration as soon
-    as the queues are empty in both the new and the old simulation
-    (:func:`~mallocgym.pricing.runtime.simulate_window`): from there the old results hold up to the
+    a changed one at which both copy queues were empty, reading the copies issued from there on
+    from their lists per issue op, and stops past that changed iteration as soon as the queues
+    are empty in both the new and the old simulation
+    (:func:`~mallocgym.pricing.runtime.simulate_linked`): from there the old results hold up to the
     next changed iteration, from which the next run starts (with the range only, one run covers
     it all). The block sums a run touched are re-added
     (:func:`~mallocgym.pricing.runtime.sum_blocks`). The figures equal a full run's bit for bit.
@@ -692,8 +619,6 @@ def current_time(st, state):
     dirty = state.counters[DIRTY]
     if dirty > n_ops:
         return state.totals[TIME]
-    if state.counters[CP_APPEND] == 1:
-        _sort_copies(state)
     k = state.touched[0]
     if k <= 0:  # the range
         _simulate_from(st, state, dirty, state.counters[DIRTY_HI])
@@ -1320,7 +1245,7 @@ def _unhold_eviction(st, state, b):
 def _drop_copy(st, state, b, done):
     """Remove the copy of ``b``'s eviction, done before op ``done`` (-1: none listed)."""
     if done >= 0:
-        _remove_copy(st, state, st.seg_use.shape[0] + b, st.def_op[b], done)
+        _remove_copy(st, state, st.seg_use.shape[0] + b)
 
 
 @njit(cache=True)
@@ -1369,7 +1294,7 @@ def _place_eviction(st, state, b, needed, old):
     state.ev_base[b] = last_use
     state.ev_chunk[b] = c
     if old >= 0:
-        _move_copy(state, st.seg_use.shape[0] + b, d, old, e)
+        _move_copy(state, st.seg_use.shape[0] + b, e)
     else:
         _add_copy(st, state, st.seg_use.shape[0] + b, d, e, float(st.size[b]), EVICTION)
     if e - 1 > last_use:
