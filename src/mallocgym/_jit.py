@@ -12,7 +12,8 @@ match); it never compiles anything itself.
 
 numba compiles a kernel once per argument type, and a read-only array is another type than a
 writable one: :func:`frozen_record` gives the simulators' fixed records (``sim.Static``,
-``sim.v1.Static1``) read-only arrays however they were built, pickled or copied, so each kernel
+``sim.v1.Static1``, classes marked :func:`read_only_record`) read-only arrays however they were
+built, pickled or copied, so each kernel
 that reads one is compiled once, not once per mix of writable and read-only fields.
 """
 
@@ -24,7 +25,7 @@ from typing import Iterable, TextIO
 
 import numpy as np
 
-__all__ = ["MESSAGE", "announce_compile", "frozen_record", "needs_compile"]
+__all__ = ["MESSAGE", "announce_compile", "frozen_record", "needs_compile", "read_only_record"]
 
 MESSAGE = "mallocgym: compiling numba kernels (first run only, ~15 s)..."
 
@@ -87,11 +88,18 @@ def _rebuild(cls, fields):
     return frozen_record(cls(*fields))
 
 
+def _reduce_frozen(record):
+    return _rebuild, (type(record), tuple(record))
+
+
+def read_only_record(cls):
+    """The namedtuple class ``cls``, whose records come back from ``pickle`` and
+    ``copy.deepcopy`` (whose arrays are writable) through :func:`frozen_record`, so that worker
+    processes and copies call the kernels with the same types."""
+    cls.__reduce__ = _reduce_frozen
+    return cls
+
+
 def frozen_record(record):
-    """``record`` (a namedtuple of arrays) with read-only views of its writable arrays; its class
-    learns to come back the same way from ``pickle`` and ``copy.deepcopy`` (whose arrays are
-    writable), so that worker processes and copies call the kernels with the same types."""
-    cls = type(record)
-    if cls.__dict__.get("__reduce__") is None:
-        cls.__reduce__ = lambda self: (_rebuild, (type(self), tuple(self)))
-    return cls(*(_read_only(v) for v in record))
+    """``record`` (a namedtuple of arrays) with read-only views of its writable arrays."""
+    return type(record)(*(_read_only(v) for v in record))

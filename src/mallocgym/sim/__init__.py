@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from .._clock import CHECK_EVERY, NO_DEADLINE, past
-from .._jit import frozen_record
+from .._jit import frozen_record, read_only_record
 from ..hardware import Hardware
 from ..workloads.core import Workload
 
@@ -44,7 +44,7 @@ __all__ = [
 SLOW = -1
 ORDERS = ("boundedness", "start", "size", "spatial")
 
-Static = namedtuple("Static", [
+Static = read_only_record(namedtuple("Static", [
     "size",           # int64[N] bytes
     "start",          # int64[N] first live op
     "end",            # int64[N] last live op (inclusive)
@@ -57,7 +57,7 @@ Static = namedtuple("Static", [
     "params",         # float64[4]: slow_bw, fast_bw, op_overhead, time_all_slow
     "iparams",        # int64[4]: capacity, alignment, bucket width W, number of buckets
     "bucket_ptr",     # int64[n_buckets+1] CSR segment of each time bucket in the index arrays
-])
+]))   # pickled or copied: read-only again (one numba type)
 
 State = namedtuple("State", [
     "offsets",        # int64[N] -1 = slow (or not yet decided), else byte offset

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .._jit import frozen_record
+from .._jit import frozen_record, read_only_record
 from ..hardware import Hardware
 from ..workloads.core import Workload
 from ..pricing.runtime import EVICTION, PREFETCH, n_blocks, simulate, simulate_linked, sum_blocks, sum_in_order
@@ -55,7 +55,7 @@ UNDECIDED, SLOW, FAST, PREFETCH_SEG = 0, 1, 2, 3
 DEF_GROUP = -2  # acc_seg of an access priced by the buffer's production (the definition op's accesses)
 NO_ACCESS = -1
 
-Static1 = namedtuple("Static1", [
+Static1 = read_only_record(namedtuple("Static1", [
     "size",          # int64[N] bytes
     "start",         # int64[N] first live op
     "end",           # int64[N] last live op
@@ -75,7 +75,7 @@ Static1 = namedtuple("Static1", [
     "cum_slow",      # float64[T+1] prefix sums of each op's all-slow elapsed time
     "params",        # float64[8]: slow_bw, fast_bw, overhead, time_all_slow, min, preferred, max ratios
     "iparams",       # int64[4]: capacity, alignment, J (prefetch start times), K (offsets per window)
-])
+]))   # pickled or copied: read-only again (one numba type)
 
 State1 = namedtuple("State1", [
     "seg_kind",      # int64[S] UNDECIDED / SLOW / FAST / PREFETCH_SEG
