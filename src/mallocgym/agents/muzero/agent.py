@@ -3,7 +3,7 @@
 - ``muzero-pol:DIR`` (a version-2 checkpoint): the policy alone, one network call per decision
   with a choice; XLA-like's move (xla-msa's on MallocGame-v1) unless the advantage head predicts
   another better by more than ``margin=X`` (``simulator.policy_margin``;
-  :func:`.labels.policy_move`).
+  :func:`.labels.policy_move`; a v1 checkpoint's departure head, :mod:`.head`, must agree: ``head=T``).
 - ``muzero-sim:DIR``: search on the exact simulator guided by the network
   (:class:`.simsearch.SimulatorSearch`, ``sims=N`` simulations per move with a choice, default
   ``simulator.num_simulations``); it returns the best completion it has seen, so it is never
@@ -33,6 +33,7 @@ from ..base import Solution
 from .checkpoint import load_network
 from .config import MuZeroConfig
 from .game import make_env
+from .head import DepartureHead
 from .labels import policy_move
 from .model import NetworkModel, effective_legal, xla_move
 from .networks import MuZeroNet, ObsSpec, stack_obs
@@ -51,8 +52,9 @@ _OPTIONS = {
     "gate": ("simulator.gate", ("muzero-sim",)),
     "margin": ("simulator.policy_margin", ("muzero-pol",)),
     "top": ("simulator.top_moves", ("muzero-sim",)),
+    "head": ("simulator.head_threshold", ("muzero-pol",)),
 }
-_KNOWN = "sims=N, budget_s=S, gate=G, top=K (muzero-sim); margin=X, budget_s=S (muzero-pol)"
+_KNOWN = "sims=N, budget_s=S, gate=G, top=K (muzero-sim); margin=X, head=T, budget_s=S (muzero-pol)"
 
 # Options issue 18 measured and did not choose, removed by issue 31 (their numbers:
 # baselines/muzero/README.md): option -> why, and what to use instead.
@@ -92,7 +94,7 @@ class MuZeroAgent:
 
     def __init__(self, net: MuZeroNet, config: MuZeroConfig, *, mode: str = "simulator",
                  num_simulations: int | None = None, name: str | None = None, budget_s: float | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, head: DepartureHead | None = None):
         if mode == "learned":
             raise ValueError(REMOVED_KINDS["muzero"])
         if mode not in MODES:
@@ -117,6 +119,7 @@ class MuZeroAgent:
         self.model = NetworkModel(self.net)
         self.config = config
         self.mode = mode
+        self.head = head
         self.num_simulations = int(num_simulations or config.simulator.num_simulations)
         self.budget_s: float | None = None
         self.set_budget(budget_s)
@@ -179,7 +182,8 @@ class MuZeroAgent:
         deadline = None if self.budget_s is None else start + self.budget_s
         sim = self.config.simulator
         gate = sim.gate if self.mode == "simulator" else None
-        solution = play_v1(scenario, self.config, network_advantage(self.model), margin=sim.policy_margin,
+        head = self.head if self.mode == "policy" else None   # the search does not read the head
+        solution = play_v1(scenario, self.config, network_advantage(self.model, head), margin=sim.policy_margin,
                            gate=gate, top=sim.top_moves, spec=self.net.spec, seed=seed, deadline=deadline,
                            clock=self.clock)
         if self.budget_s is not None:
@@ -277,10 +281,14 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     ``muzero-pol:DIR[,margin=X][,budget_s=S]`` (the policy alone); ``muzero:DIR`` is refused
     (:data:`REMOVED_KINDS`)."""
     path, options, overrides = _parse(kind, arg)
-    net, config, _ = load_network(path)
+    net, config, payload = load_network(path)
+    state = payload.get("extra", {}).get("departure_head")
+    if state is None and any(o.startswith("simulator.head_threshold=") for o in overrides):
+        raise ValueError(f"agent {kind}:{arg}: head= applies to a checkpoint with a departure head; {path} has none")
     try:
         config = config.with_overrides(overrides)
     except ValueError as exc:
         raise ValueError(f"agent {kind}:{arg}: {exc}") from None
     # options name the agent, so variants stay apart in one bench
-    return MuZeroAgent(net, config, mode=KINDS[kind], name=kind + arg[len(path):], **options)
+    head = None if state is None else DepartureHead(state, config.simulator.head_threshold)
+    return MuZeroAgent(net, config, mode=KINDS[kind], name=kind + arg[len(path):], head=head, **options)

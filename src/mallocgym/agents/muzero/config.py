@@ -209,6 +209,8 @@ class SimulatorConfig:
         position the gate passes, only the ``top_moves`` moves with the highest predicted
         advantage (other than xla-msa's) are finished by an exact completion; 0: every move of
         the branching subset (the ``rollout`` step).
+      head_threshold: the policy of a checkpoint with a departure head (issue 31,
+        :mod:`mallocgym.agents.muzero.head`): depart only where the head's score is below this.
     """
 
     num_simulations: int = 8
@@ -220,12 +222,14 @@ class SimulatorConfig:
     gate: float = -1.0
     policy_margin: float = 0.0
     top_moves: int = 0
+    head_threshold: float = 0.0
 
     def __post_init__(self) -> None:
         _typed(self, "simulator")
-        if not (math.isfinite(self.gate) and math.isfinite(self.policy_margin) and self.policy_margin >= 0):
-            raise ValueError(f"simulator.gate must be finite and simulator.policy_margin finite and >= 0, got "
-                             f"{self.gate!r} and {self.policy_margin!r}")
+        if not (math.isfinite(self.gate) and math.isfinite(self.head_threshold) and math.isfinite(self.policy_margin)
+                and self.policy_margin >= 0):
+            raise ValueError(f"simulator.gate and head_threshold must be finite and simulator.policy_margin finite and "
+                             f">= 0, got {self.gate!r}, {self.head_threshold!r} and {self.policy_margin!r}")
         _positive("simulator", num_simulations=self.num_simulations)
         if self.top_moves < 0:
             raise ValueError(f"simulator.top_moves must be >= 0, got {self.top_moves!r}")

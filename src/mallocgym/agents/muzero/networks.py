@@ -266,6 +266,12 @@ class NumpyAdvantage:
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """``float64[K]``: the advantage of every action of one observation (network keys,
         :data:`OBS_KEYS`, unbatched)."""
+        return self.features(obs)[0]
+
+    def features(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """``(advantage, latent, keyed, rows)``: :meth:`__call__`'s advantage, the latent, each action's
+        row of the pointer's first layer (after its ReLU; absent rows 0) and the candidate rows (what
+        the departure head reads, :mod:`.head`)."""
         spec = self.spec
         f = np.float64
         buf = np.asarray(obs["buffer"], f).reshape(spec.buffer_dim)
@@ -295,4 +301,6 @@ class NumpyAdvantage:
         out = _mlp_np(keyed, self.pointer)[:, 0]
         advantage = np.full(spec.k, out[0])
         advantage[on] = out[1:]
-        return advantage.astype(np.float32).astype(np.float64)
+        keyed_rows = np.zeros((spec.k, keyed.shape[1]))
+        keyed_rows[on] = keyed[1:]
+        return advantage.astype(np.float32).astype(np.float64), latent, keyed_rows, rows

@@ -49,6 +49,7 @@ from ...heuristics.v1 import complete_msa
 from ...sim import v1
 from ..base import Solution
 from .config import MuZeroConfig, SimulatorConfig
+from .head import DepartureHead, head_inputs
 from .labels import ExpertRecord, label_decision, policy_move, predicted_gain, scored_targets
 from .networks import NumpyAdvantage, ObsSpec, obs_spec_v1
 
@@ -203,14 +204,22 @@ def check_v1_agent(mode: str, config: MuZeroConfig, num_simulations: int | None)
                              "step, no tree): sims= and the tree search's settings do not apply")
 
 
-def network_advantage(model) -> AdvantageFn:
+def network_advantage(model, head: DepartureHead | None = None) -> AdvantageFn:
     """The advantage head of a version-2 network (:class:`.model.NetworkModel`) as an
     ``advantage_fn`` of :func:`play_v1` (one network call per decision), computed in numpy from
-    a snapshot of the weights taken now (:class:`.networks.NumpyAdvantage`)."""
-    head = NumpyAdvantage(model.net)
+    a snapshot of the weights taken now (:class:`.networks.NumpyAdvantage`). With a departure
+    ``head`` (:mod:`.head`): where it refuses the network's best other move, every advantage is
+    capped at xla-msa's move's (no departure there)."""
+    net = NumpyAdvantage(model.net)
 
     def advantage(env, obs, legal, base):
-        return head(adapt_obs(obs))
+        if head is None:
+            return net(adapt_obs(obs))
+        adv, *features = net.features(adapt_obs(obs))
+        gain, move = predicted_gain(adv, legal, base)
+        if gain > 0 and not head.departs(head_inputs(adv, features, base, move, env.k, env.workload.num_buffers)):
+            return np.minimum(adv, adv[base])
+        return adv
 
     return advantage
 
