@@ -152,6 +152,16 @@ def _end_event(log: Path) -> dict:
     return end[-1]
 
 
+def _head_s(folder: Path) -> float:
+    """Seconds of a departure head's labels and fit beside a mallocMuZero run (``head.json``,
+    written by ``baselines/muzero/v1/head.py fit``), 0 when it has none."""
+    record = folder / "head.json"
+    if not record.is_file():
+        return 0.0
+    head = json.loads(record.read_text(encoding="utf-8"))
+    return float(head["label_s"]) + float(head["fit_s"])
+
+
 def _trained(record: Path) -> dict:
     trained = json.loads(record.read_text(encoding="utf-8")).get("trained")
     if not trained:
@@ -172,8 +182,10 @@ def training_budgets(root: Path = HERE) -> list[str]:
                   else f"{e['env_steps']:,} moves in {e['episodes']:,} games")
         before = (f" after {e['init_elapsed_s'] / 60:.0f} minutes of the run it started from (`--init`)"
                   if e.get("init_elapsed_s") else "")
+        head = (f", then {_head_s(log.parent) / 60:.0f} minutes of its departure head's labels and fit (`{folder}/head.json`)"
+                if _head_s(log.parent) else "")
         lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training{before}, "
-                     f"{played}, {e['train_steps']:,} updates (`{folder}/train-log.jsonl`)")
+                     f"{played}, {e['train_steps']:,} updates (`{folder}/train-log.jsonl`){head}")
     for record in sorted(root.glob("**/train.json")):
         trained, folder = _trained(record), record.parent.relative_to(root).as_posix()
         lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {trained['minutes']:.0f} minutes of wall-clock training, "
@@ -186,8 +198,9 @@ def trained_models(root: Path = HERE) -> dict[str, str]:
     same records as :func:`training_budgets`."""
     out = {}
     for log in sorted(root.glob("**/train-log.jsonl")):
-        e = _end_event(log)   # with --init, the run it started from counts too
-        out[log.parent.relative_to(root).as_posix()] = f"{(e['elapsed_s'] + e.get('init_elapsed_s', 0.0)) / 60:.0f} min"
+        e = _end_event(log)   # with --init, the run it started from counts too, and so does a departure head
+        seconds = e["elapsed_s"] + e.get("init_elapsed_s", 0.0) + _head_s(log.parent)
+        out[log.parent.relative_to(root).as_posix()] = f"{seconds / 60:.0f} min"
     for record in sorted(root.glob("**/train.json")):
         out[record.parent.relative_to(root).as_posix()] = f"{_trained(record)['minutes']:.0f} min"
     return out

@@ -3,6 +3,7 @@ do, the checkpoint option, and its fit (``baselines/muzero/v1/head.py``)."""
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -111,3 +112,26 @@ def test_fit_learns_which_departures_lose(tmp_path):
     assert ((head.score(raw) > 0) == (cost > 0)).mean() > 0.97
     with pytest.raises(SystemExit):
         script.main(["fit", "--data", str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_fit_writes_the_checkpoint_with_its_head_and_the_time_it_took(tmp_path):
+    script = baseline_script("muzero/v1/head.py")
+    torch.manual_seed(0)
+    net = MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, V1)), V1.network)
+    save_checkpoint(tmp_path / "net", net=net, config=V1, progress={"episodes": 3})
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(1)
+    for i in (2, 10):
+        raw = rng.normal(size=(50, 10))
+        raw[:, 3], raw[:, 4], raw[:, 5] = 1, 0, 2
+        np.savez(data / f"p{i}.npz", X=raw, Y=np.where(raw[:, 7] < 0, 1.0, -1.0), name=f"p{i}")
+    script._add_time(data / "time.json", 100.0)
+    script._add_time(data / "time.json", 20.0)      # a second `data` run adds to the first
+    assert script.main(["fit", "--data", str(data), "--out", str(tmp_path / "out"), "--checkpoint",
+                        str(tmp_path / "net"), "--threshold", "-2", "--selection", "test"]) == 0
+    record = json.loads((tmp_path / "out" / "head.json").read_text())
+    assert record["label_s"] == 120.0 and record["departures"] == 100 and record["fit_s"] > 0
+    agent = make_agent(f"muzero-pol:{tmp_path / 'out'}")
+    assert agent.head.threshold == -2.0 and agent.config.simulator.policy_margin == 0.0
+    assert agent.head.layers[0][0].shape == (prepare(raw).shape[1], 64)

@@ -107,3 +107,11 @@ def test_an_entry_readme_written_by_hand_is_kept(tiny):
     hand.write_text("# Notes by hand\n")
     assert mr.main(["--root", str(tiny)]) == 0
     assert hand.read_text() == "# Notes by hand\n"
+
+
+def test_a_departure_heads_labels_and_fit_count_in_the_training_budget(tiny):
+    """25 minutes of training and a head whose labels took 270 s and fit 30 s: 30 minutes."""
+    (tiny / "mz" / "model" / "head.json").write_text(json.dumps({"label_s": 270.0, "fit_s": 30.0, "departures": 9}))
+    assert mr.trained_models(tiny)["mz/model"] == "30 min"
+    line, = [x for x in mr.training_budgets(tiny) if "mz/model" in x]
+    assert line.endswith("then 5 minutes of its departure head's labels and fit (`mz/model/head.json`)")

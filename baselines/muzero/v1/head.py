@@ -10,7 +10,9 @@ resumes. ``fit``: a head of two ReLU layers of 64 (:class:`mallocgym.agents.muze
 fitted on every program in ``--data``, a logistic loss on "the departure loses" weighted by
 |cost| + 0.001 (costs clipped to +-2 %), 30 epochs of Adam (lr 1e-3, weight decay 1e-4, batches
 of 256, seed 0); written with the checkpoint's network to ``--out/checkpoint.pt`` with margin 0
-and ``--threshold``.
+and ``--threshold``, and ``--out/head.json``: the labels' wall seconds (summed over the ``data``
+runs, from the data folder's ``time.json``), the fit's, and the departures (the leaderboard adds
+them to the run's training budget).
 
     python baselines/muzero/v1/head.py data --generated 0,32 --out out/head-data --workers 2
     python baselines/muzero/v1/head.py data --generated 1000,1028 --out out/head-data --workers 2
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -60,6 +63,13 @@ def _label(task: tuple[str, int, str]) -> str:
     with atomic_write(Path(out) / f"p{i}.npz", "wb") as handle:
         handle.write(buf.getvalue())
     return f"{i} {scenario.name}: {len(inputs)} departures, {time.perf_counter() - start:.1f} s"
+
+
+def _add_time(path: Path, label_s: float) -> None:
+    """Add a labelling run's wall seconds to ``path`` (the data folder's ``time.json``)."""
+    before = json.loads(path.read_text())["label_s"] if path.is_file() else 0.0
+    with atomic_write(path, "w") as handle:
+        json.dump({"label_s": before + label_s}, handle)
 
 
 def load_data(folder: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -130,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         tasks = [(args.checkpoint, i, str(out)) for i in range(lo, hi) if not (out / f"p{i}.npz").exists()]
+        start = time.perf_counter()
         with ProcessPoolExecutor(args.workers) as pool:
             for line in pool.map(_label, tasks):
                 print(line, flush=True)
+        _add_time(out / "time.json", label_s=time.perf_counter() - start)
         return 0
     try:
         x, y = load_data(Path(args.data))
@@ -140,12 +152,17 @@ def main(argv: list[str] | None = None) -> int:
         config = config.with_overrides(["simulator.policy_margin=0.0", f"simulator.head_threshold={args.threshold!r}"])
     except ValueError as exc:
         p.error(str(exc))
+    start = time.perf_counter()
     state = fit(x, y)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     extra = {**payload.get("extra", {}), "departure_head": state, "head_departures": len(y)}
     if args.selection:
         extra["selection"] = args.selection
     path = save_checkpoint(args.out, net=net, config=config, progress=payload.get("progress"), extra=extra)
+    times = Path(args.data) / "time.json"
+    label_s = json.loads(times.read_text())["label_s"] if times.is_file() else 0.0
+    with atomic_write(Path(args.out) / "head.json", "w") as handle:   # the leaderboard's training budget reads it
+        json.dump({"label_s": label_s, "fit_s": time.perf_counter() - start, "departures": len(y)}, handle, indent=1)
     print(f"{path}: head fitted on {len(y)} departures, threshold {args.threshold:g}")
     return 0
 
