@@ -278,7 +278,7 @@ def _parse(kind: str, arg: str | None) -> tuple[str, dict, list[str]]:
 
 def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     """``muzero-sim:DIR[,sims=N][,budget_s=S][,gate=G][,top=K]`` (the simulator search) and
-    ``muzero-pol:DIR[,margin=X][,budget_s=S]`` (the policy alone); ``muzero:DIR`` is refused
+    ``muzero-pol:DIR[,margin=X][,head=T][,budget_s=S]`` (the policy alone); ``muzero:DIR`` is refused
     (:data:`REMOVED_KINDS`)."""
     path, options, overrides = _parse(kind, arg)
     net, config, payload = load_network(path)
