@@ -235,9 +235,10 @@ def _tt_find(tt, h1, h2, insert):
 @njit(cache=True)
 def _subset_sum(z, k, suf, g, stk, limit):
     """Whether some of the sizes ``z[:k]`` (largest first, ``suf`` their suffix sums) sum to
-    exactly ``g``: a depth-first search that skips equal sizes after leaving one out and
-    stops where the sizes left sum to less than what is missing, or it is below the least. True as well when ``limit``
-    steps are spent (no proof either way)."""
+    exactly ``g``: a depth-first search over the sizes no larger than what is missing, that
+    skips equal sizes after leaving one out and stops where the sizes left sum to less than
+    what is missing, or it is below the least. True as well when ``limit`` steps are spent
+    (no proof either way)."""
     if k == 0 or g < z[k - 1]:
         return g == 0
     least = z[k - 1]
@@ -250,7 +251,11 @@ def _subset_sum(z, k, suf, g, stk, limit):
             return True
         top -= 1
         i, r = stk[top, 0], stk[top, 1]
-        if suf[i] < r or r < least:
+        if r < least or i >= k:
+            continue
+        while z[i] > r:  # the sizes too large for what is missing (z[k - 1] <= r stops it)
+            i += 1
+        if suf[i] < r:
             continue
         if suf[i] == r:
             return True
@@ -261,11 +266,10 @@ def _subset_sum(z, k, suf, g, stk, limit):
         if j < k:
             stk[top, 0], stk[top, 1] = j, r
             top += 1
-        if x <= r:
-            if x == r:
-                return True
-            stk[top, 0], stk[top, 1] = i + 1, r - x
-            top += 1
+        if x == r:
+            return True
+        stk[top, 0], stk[top, 1] = i + 1, r - x
+        top += 1
     return False
 
 
