@@ -30,8 +30,10 @@ is our own:
   candidates too solved more planted instances but slowed MiniMalloc's B and D by 100x).
 * **Level covers** (:func:`_level_cover_ok`). Rectangles at one offset are disjoint in time,
   so each run of consecutive sections tight at one level must be covered exactly by disjoint
-  section ranges of rectangles that can sit at that level (and leave fillable gaps below
-  them, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring sections.
+  section ranges of rectangles that can sit at that level (and leave gaps below them, in
+  tight sections at lower levels, that some of the rectangles able to go there fill exactly:
+  subset sums, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring
+  sections.
   No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
