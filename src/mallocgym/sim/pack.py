@@ -420,7 +420,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     the search complete; it only changes which packings come first). ``maxdisc >= 0`` limits
     the path to that many discrepancies (children other than the first: limited discrepancy
     search); ``meta[7]`` becomes 1 when that cut anything, so an exhausted tree is a proof only
-    while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut]``.
+    while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut,
+    table hits]`` (the nodes answered by the table of failed states ``tt``).
     Returns ``(status, cstore)`` (``cstore``, the per-depth candidate lists, may have grown).
 
     Decision mode also branches on *tight sections*: a section whose unplaced rectangles exactly
@@ -516,6 +517,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 nh[depth, 0] = h1
                 nh[depth, 1] = h2
                 if _tt_find(tt, h1, h2, 0):
+                    meta[8] += 1
                     cnt[depth] = 0
                     ti[depth] = 0
                     brk[depth] = 0
@@ -923,7 +925,7 @@ class _Run:
         np.add.at(diff, part.s0, 1)
         np.add.at(diff, np.maximum(part.s1 - 1, part.s0), -1)
         self.cuts = np.cumsum(diff)[: max(part.nsec - 1, 0)].astype(np.int64)
-        self.meta = np.array([0, 0, 1, 0, best, 0, 0, 0], dtype=np.int64)
+        self.meta = np.array([0, 0, 1, 0, best, 0, 0, 0, 0], dtype=np.int64)
         self.pb = np.zeros(n + 1, dtype=np.int64)
         self.hl = np.zeros(n + 1, dtype=np.int64)
         self.ti = np.zeros(n + 1, dtype=np.int64)
@@ -946,6 +948,11 @@ class _Run:
     @property
     def nodes(self) -> int:
         return int(self.meta[1])
+
+    @property
+    def work(self) -> int:
+        """Nodes less those answered by the table of failed states (what the limits count)."""
+        return int(self.meta[1] - self.meta[8])
 
     @property
     def best(self) -> int:
@@ -1029,9 +1036,9 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
         tt = memo["tt"]
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
-        before = run.nodes
+        before = run.work
         status = run.step(max(min(CHUNK, budget[0]), 1))
-        budget[0] -= run.nodes - before
+        budget[0] -= run.work - before
         if status == FOUND:
             if key is not None:
                 memo[key] = run.best_off.copy()
