@@ -210,7 +210,7 @@ def cover_state(start, end, size, cap, offsets):
     ns = part.nsec
     ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
                            part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(n + 1), z(n + 1), np.zeros((n + 2, 2), dtype=np.int64),
-                           np.full((ns, 3), -1, dtype=np.int64), 0, P.BIG)
+                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG)
     return ok, bad, low
 
 

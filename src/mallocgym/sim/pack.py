@@ -281,15 +281,18 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
     ``t``, a gap that the other unplaced rectangles there can fill exactly: the section has no
     room to spare, so the ones below ``b`` fill ``[t, v)``; ``v - t`` must be the sum of the
     sizes of some of those that fit under ``v`` (``low + size <= v``; :func:`_subset_sum`).
-    ``memo[s]`` keeps section ``s``'s answer for one ``v`` at the node ``stamp``, which holds
-    for every ``b`` that is not one of those (most are not)."""
+    ``memo[s]`` keeps section ``s``'s answers at the node ``stamp``: for one ``v`` and every
+    ``b`` not among those (most are not), and for one ``v`` and ``b``'s size otherwise (the
+    sizes left for the gap are then the same)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
             g = v - t
             alone = size[b] > g or low[b] + size[b] > v  # b is not among the fillers
-            if alone and memo[s, 0] == stamp and memo[s, 1] == v:
-                if memo[s, 2] == 0:
+            w = 0 if alone else 3  # memo[s, w:w + 4]: stamp, v, b's size (or 0), answer
+            zb = 0 if alone else size[b]
+            if memo[s, w] == stamp and memo[s, w + 1] == v and memo[s, w + 2] == zb:
+                if memo[s, w + 3] == 0:
                     return False
                 continue
             lo, hi = cv_ptr[s], cv_ptr[s + 1]
@@ -300,19 +303,26 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
                 else:
                     hi = mid
             k = 0
+            r = g  # what the largest first, each taken while it fits, leave of the gap
             for q in range(lo, cv_ptr[s + 1]):
                 c = cv_idx[q]
                 if c != b and off[c] < 0 and low[c] + size[c] <= v:
+                    if size[c] <= r:
+                        r -= size[c]
+                        if r == 0:
+                            break
                     z[k] = size[c]
                     k += 1
-            acc = np.int64(0)
-            suf[k] = 0
-            for i in range(k - 1, -1, -1):
-                acc += z[i]
-                suf[i] = acc
-            ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
-            if alone:
-                memo[s, 0], memo[s, 1], memo[s, 2] = stamp, v, 1 if ok else 0
+            if r == 0:  # filled that way: no need for the search
+                ok = True
+            else:
+                acc = np.int64(0)
+                suf[k] = 0
+                for i in range(k - 1, -1, -1):
+                    acc += z[i]
+                    suf[i] = acc
+                ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+            memo[s, w], memo[s, w + 1], memo[s, w + 2], memo[s, w + 3] = stamp, v, zb, 1 if ok else 0
             if not ok:
                 return False
     return True
@@ -333,7 +343,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
     sections before ``p`` can be covered by ranges ending at or before ``p``; runs at the same
     level apart from each other are tested apart, a relaxation). ``cv_ptr``/``cv_idx``: the
     rectangles spanning each section; ``fw``/``bw`` (``nsec + 2``), ``z``/``suf``
-    (``n + 1``), ``stk`` (``n + 2`` x 2), ``memo`` (``nsec`` x 3, ``stamp`` unique to the
+    (``n + 1``), ``stk`` (``n + 2`` x 2), ``memo`` (``nsec`` x 7, ``stamp`` unique to the
     node): scratch. False proves that the node has no completion.
     Otherwise ``bad[b]`` is 1 for an unplaced ``b`` spanning a run at its lowest offset ``v``
     but in no cover of it (the run's sections outside its range not covered by disjoint ranges
@@ -448,7 +458,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     zs = np.empty(n + 1, dtype=np.int64)
     suf = np.empty(n + 1, dtype=np.int64)
     stk = np.empty((n + 2, 2), dtype=np.int64)
-    gmemo = np.full((nsec, 3), -1, dtype=np.int64)
+    gmemo = np.full((nsec, 7), -1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
