@@ -209,8 +209,8 @@ def cover_state(start, end, size, cap, offsets):
     bad = z(n)
     ns = part.nsec
     ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
-                           part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(ns), z(ns), z(ns), z(ns), z(ns), np.full(ns, -1), 0,
-                           P.BIG)
+                           part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(n + 1), z(n + 1), np.zeros((n + 2, 2), dtype=np.int64),
+                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG)
     return ok, bad, low
 
 
@@ -264,6 +264,79 @@ def test_level_cover_never_cuts_a_state_with_a_completion(seed):
             assert ok, (start, end, size, cap, state, dropped)
             for b in order[k:]:
                 assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
+
+
+def all_packings(start, end, size, cap, limit):
+    """Up to ``limit`` packings placing every rectangle (offsets in any order), by backtracking."""
+    n = len(size)
+    found, offsets = [], [-1] * n
+
+    def place(b):
+        if len(found) >= limit:
+            return
+        if b == n:
+            found.append(tuple(offsets))
+            return
+        for o in range(cap - size[b] + 1):
+            if all(offsets[c] + size[c] <= o or o + size[b] <= offsets[c]
+                   for c in range(b) if overlaps(start, end, b, c)):
+                offsets[b] = o
+                place(b + 1)
+        offsets[b] = -1
+
+    place(0)
+    return found
+
+
+@settings(max_examples=80, deadline=None)
+@given(hs.lists(hs.integers(1, 9), max_size=8), hs.integers(0, 40))
+def test_subset_sum_is_exact_like_brute_force(sizes, target):
+    """The gap test's subset sum (sizes largest first) against every subset."""
+    z = np.array(sorted(sizes, reverse=True) + [0], dtype=np.int64)
+    k = len(sizes)
+    suf = np.concatenate([np.cumsum(z[:k][::-1])[::-1], [0]]).astype(np.int64)
+    truth = any(sum(c) == target for r in range(k + 1) for c in itertools.combinations(sizes, r))
+    assert P._subset_sum(z, k, suf, target, np.zeros((k + 2, 2), dtype=np.int64), 10**6) == truth
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_gap_subset_sums_never_cut_a_state_with_a_completion(seed):
+    """As above, with sizes 1-6, so that a gap under a rectangle at a higher level can be the
+    wrong size for the rectangles that could fill it (the subset-sum test of
+    :func:`P._gaps_fillable`): every canonical prefix of every packing must pass."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 7))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, 7, n)
+    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    for offsets in all_packings(start, end, size, cap, 30):
+        rank = rng.permutation(n)
+        dropped, order = canonical_prefixes(start, end, size, offsets, rank)
+        for k in range(1, n):
+            state = np.full(n, -1, dtype=np.int64)
+            state[order[:k]] = dropped[order[:k]]
+            ok, bad, low = cover_state(start, end, size, cap, state)
+            assert ok, (start, end, size, cap, state, dropped)
+            for b in order[k:]:
+                assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
+
+
+def test_gap_subset_sum_proves_a_dead_state():
+    """Capacity 13, ops 0-2: Q [0,0] (7) and P [1,1] (5) placed at 0; E [0,1] (6) can start
+    at 7 only (on Q), so op 1, tight at level 5, is covered by A [1,2] (2) alone. Op 2 is tight
+    at level 0 with A, B, C, D (op 2 only): A at 5 leaves a gap of 5 below it there, which
+    sizes 2, 2, 7 cannot fill (2 + 2 is the two smallest, so the smallest-two test passes it);
+    with 2, 3, 6 they can (2 + 3 below, 6 above)."""
+    start, end = [0, 1, 0, 1, 2, 2, 2], [0, 1, 1, 2, 2, 2, 2]
+    state = [0, 0, -1, -1, -1, -1, -1]
+    dead, live = [7, 5, 6, 2, 2, 2, 7], [7, 5, 6, 2, 2, 3, 6]
+    assert not cover_state(start, end, dead, 13, state)[0]
+    assert cover_state(start, end, live, 13, state)[0]
+    for sizes, want in ((dead, "infeasible"), (live, "optimal")):
+        pinned = [0, 0] + [13 - z for z in sizes[2:]]
+        assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
 
 
 # ------------------------------------------------------------------------------ planted optima

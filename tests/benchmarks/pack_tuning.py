@@ -1,6 +1,6 @@
 """The tuning set of the decision search (docs/pack.md, "How the restarts were chosen"):
 
-    PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s] [n/seed ...]
+    PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s] [hard | n/seed ...]
 
 42 planted instances, ``planted(seed, n_buffers=n)``: seeds 100-111 at 128 and 256 buffers
 (zero slack), seeds 100-111 at 200 buffers with 10 % of the buffers removed and seeds 100-105
@@ -8,6 +8,10 @@ at 160 buffers with 3 % removed (slack in places; the removed buffers are drawn 
 ``numpy.random.default_rng(seed + 1_000_000)``). The search's settings and inference are tuned
 here only; the targets (seeds 0-4 and MiniMalloc's A-E, tests/benchmarks/test_pack_speed.py)
 are measured once afterwards. Prints one row per instance and the totals.
+
+``hard``: 50 more zero-slack instances (issue 33, item 3, once the 42 were all packed in a
+few thousand nodes), the seeds 112-299 at 128 and 256 buffers that the search of commit
+9c830f0 did not pack within 5,000 nodes (within 2 s: 9 at 128 buffers, 41 at 256).
 """
 
 import sys
@@ -20,6 +24,12 @@ from mallocgym.sim import pack as P
 
 SET = ([(128, s, 0.0) for s in range(100, 112)] + [(256, s, 0.0) for s in range(100, 112)]
        + [(200, s, 0.10) for s in range(100, 112)] + [(160, s, 0.03) for s in range(100, 106)])
+
+
+HARD = ([(128, s, 0.0) for s in (136, 168, 169, 173, 175, 188, 194, 225, 245)]
+        + [(256, s, 0.0) for s in (112, 117, 120, 121, 122, 124, 127, 149, 150, 158, 163, 168, 173, 175, 178, 184,
+                                   187, 188, 190, 195, 196, 203, 204, 206, 219, 228, 230, 234, 241, 245, 248, 251,
+                                   256, 262, 266, 272, 281, 282, 290, 291, 294)])
 
 
 def instance(n: int, seed: int, removed: float):
@@ -35,7 +45,9 @@ def instance(n: int, seed: int, removed: float):
 def main(argv) -> None:
     limit = float(argv[0]) if argv else 4.0
     chosen = SET
-    if len(argv) > 1:
+    if argv[1:] == ["hard"]:
+        chosen = HARD
+    elif len(argv) > 1:
         want = {tuple(int(x) for x in a.split("/")) for a in argv[1:]}
         chosen = [t for t in SET if (t[0], t[1]) in want]
     P.pack(*instance(32, 1, 0.0), time_limit_s=5.0)  # warm-up (numba cache)

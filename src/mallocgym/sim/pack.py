@@ -30,8 +30,10 @@ is our own:
   candidates too solved more planted instances but slowed MiniMalloc's B and D by 100x).
 * **Level covers** (:func:`_level_cover_ok`). Rectangles at one offset are disjoint in time,
   so each run of consecutive sections tight at one level must be covered exactly by disjoint
-  section ranges of rectangles that can sit at that level (and leave fillable gaps below
-  them, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring sections.
+  section ranges of rectangles that can sit at that level (and leave gaps below them, in
+  tight sections at lower levels, that some of the rectangles able to go there fill exactly:
+  subset sums, :func:`_gaps_fillable`): a 1-D exact-cover test that couples neighbouring
+  sections.
   No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
@@ -75,6 +77,7 @@ __all__ = ["PackResult", "pack", "pack_max", "components", "PREORDERS", "FOUND",
 FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tree searched / budget
 # spent / the unplaced rectangles fell apart in time (decision mode; the caller solves the parts)
 BIG = np.int64(1) << np.int64(60)
+SUBSET_STEPS = 256  # steps of a gap's subset-sum search before it gives up (and lets the gap pass)
 FORCE_MAX = 1  # branch on a tight section only when at most this many rectangles can cover it
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
@@ -232,54 +235,102 @@ def _tt_find(tt, h1, h2, insert):
 
 
 @njit(cache=True)
-def _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr, cv_idx):
-    """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level,
-    a gap that the other unplaced rectangles there can fill exactly: no smaller than the
-    smallest of them, and, when smaller than the two smallest together, the size of one of
-    them (``m1``/``m2``/``m3``: the three smallest sizes of a section, ``a1``/``a2``: the
-    rectangles of the first two, found when first needed at a node: ``mst[s] == stamp``)."""
+def _subset_sum(z, k, suf, g, stk, limit):
+    """Whether some of the sizes ``z[:k]`` (largest first, ``suf`` their suffix sums) sum to
+    exactly ``g``: a depth-first search over the sizes no larger than what is missing, that
+    skips equal sizes after leaving one out and stops where the sizes left sum to less than
+    what is missing, or it is below the least. True as well when ``limit`` steps are spent
+    (no proof either way)."""
+    if k == 0 or g < z[k - 1]:
+        return g == 0
+    least = z[k - 1]
+    stk[0, 0], stk[0, 1] = 0, g
+    top = 1
+    steps = 0
+    while top > 0:
+        steps += 1
+        if steps > limit:
+            return True
+        top -= 1
+        i, r = stk[top, 0], stk[top, 1]
+        if r < least or i >= k:
+            continue
+        while z[i] > r:  # the sizes too large for what is missing (z[k - 1] <= r stops it)
+            i += 1
+        if suf[i] < r:
+            continue
+        if suf[i] == r:
+            return True
+        x = z[i]
+        j = i + 1  # leave out x and every equal size after it
+        while j < k and z[j] == x:
+            j += 1
+        if j < k:
+            stk[top, 0], stk[top, 1] = j, r
+            top += 1
+        if x == r:
+            return True
+        stk[top, 0], stk[top, 1] = i + 1, r - x
+        top += 1
+    return False
+
+
+@njit(cache=True)
+def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr, cv_idx):
+    """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level
+    ``t``, a gap that the other unplaced rectangles there can fill exactly: the section has no
+    room to spare, so the ones below ``b`` fill ``[t, v)``; ``v - t`` must be the sum of the
+    sizes of some of those that fit under ``v`` (``low + size <= v``; :func:`_subset_sum`).
+    ``memo[s]`` keeps section ``s``'s answers at the node ``stamp``: for one ``v`` and every
+    ``b`` not among those (most are not), and for one ``v`` and ``b``'s size otherwise (the
+    sizes left for the gap are then the same)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
-            if mst[s] != stamp:
-                mst[s] = stamp
-                x1, x2, x3, i1, i2 = BIG, BIG, BIG, np.int64(-1), np.int64(-1)
-                for q in range(cv_ptr[s], cv_ptr[s + 1]):
-                    c = cv_idx[q]
-                    if off[c] >= 0:
-                        continue
-                    z = size[c]
-                    if z < x1:
-                        x3, x2, i2, x1, i1 = x2, x1, i1, z, c
-                    elif z < x2:
-                        x3, x2, i2 = x2, z, c
-                    elif z < x3:
-                        x3 = z
-                m1[s], a1[s], m2[s], a2[s], m3[s] = x1, i1, x2, i2, x3
-            if a1[s] == b:
-                x1, x2 = m2[s], m3[s]
-            elif a2[s] == b:
-                x1, x2 = m1[s], m3[s]
-            else:
-                x1, x2 = m1[s], m2[s]
             g = v - t
-            if g < x1:
-                return False
-            if g < x1 + x2:
-                one = False
-                for q in range(cv_ptr[s], cv_ptr[s + 1]):
-                    c = cv_idx[q]
-                    if c != b and off[c] < 0 and size[c] == g:
-                        one = True
-                        break
-                if not one:
+            alone = size[b] > g or low[b] + size[b] > v  # b is not among the fillers
+            w = 0 if alone else 3  # memo[s, w:w + 4]: stamp, v, b's size (or 0), answer
+            zb = 0 if alone else size[b]
+            if memo[s, w] == stamp and memo[s, w + 1] == v and memo[s, w + 2] == zb:
+                if memo[s, w + 3] == 0:
                     return False
+                continue
+            lo, hi = cv_ptr[s], cv_ptr[s + 1]
+            while lo < hi:  # the first of size <= g (the section's rectangles are largest first)
+                mid = (lo + hi) >> 1
+                if size[cv_idx[mid]] > g:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            k = 0
+            r = g  # what the largest first, each taken while it fits, leave of the gap
+            for q in range(lo, cv_ptr[s + 1]):
+                c = cv_idx[q]
+                if c != b and off[c] < 0 and low[c] + size[c] <= v:
+                    if size[c] <= r:
+                        r -= size[c]
+                        if r == 0:
+                            break
+                    z[k] = size[c]
+                    k += 1
+            if r == 0:  # filled that way: no need for the search
+                ok = True
+            else:
+                acc = np.int64(0)
+                suf[k] = 0
+                for i in range(k - 1, -1, -1):
+                    acc += z[i]
+                    suf[i] = acc
+                ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+            memo[s, w], memo[s, w + 1], memo[s, w + 2], memo[s, w + 3] = stamp, v, zb, 1 if ok else 0
+            if not ok:
+                return False
     return True
 
 
 @njit(cache=True)
-def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1, a1, m2, a2,
-                    m3, mst, stamp, vmax):
+def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, z, suf, stk,
+                    memo, stamp, vmax):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -291,8 +342,9 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
     such rectangles: a 1-D exact-cover test, left to right over the run (``fw[p]``: the run's
     sections before ``p`` can be covered by ranges ending at or before ``p``; runs at the same
     level apart from each other are tested apart, a relaxation). ``cv_ptr``/``cv_idx``: the
-    rectangles spanning each section; ``fw``/``bw``/``m1``/``a1``/``m2``/``a2``/``m3``:
-    scratch (``nsec + 1`` and ``nsec``). False proves that the node has no completion.
+    rectangles spanning each section; ``fw``/``bw`` (``nsec + 2``), ``z``/``suf``
+    (``n + 1``), ``stk`` (``n + 2`` x 2), ``memo`` (``nsec`` x 7, ``stamp`` unique to the
+    node): scratch. False proves that the node has no completion.
     Otherwise ``bad[b]`` is 1 for an unplaced ``b`` spanning a run at its lowest offset ``v``
     but in no cover of it (the run's sections outside its range not covered by disjoint ranges
     before and after it, ``fw``/``bw``): ``b`` cannot be placed now."""
@@ -319,7 +371,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                 b = lst[q]
                 e = s1[b] if s1[b] < hi + 1 else hi + 1
                 if fw[e] == 0 and off[b] < 0 and low[b] <= v and v <= maxoff[b] \
-                        and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size, cv_ptr,
+                        and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr,
                                            cv_idx):
                     fw[e] = 1
         if fw[hi + 1] == 0:
@@ -348,7 +400,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                     b = lst[q]
                     if off[b] < 0 and low[b] <= v and v <= maxoff[b] \
                             and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
-                            and _gaps_fillable(b, v, tlev, s0, s1, m1, a1, m2, a2, m3, mst, stamp, off, size,
+                            and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
                                                cv_ptr, cv_idx):
                         bw[p] = 1
                         break
@@ -378,7 +430,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     the search complete; it only changes which packings come first). ``maxdisc >= 0`` limits
     the path to that many discrepancies (children other than the first: limited discrepancy
     search); ``meta[7]`` becomes 1 when that cut anything, so an exhausted tree is a proof only
-    while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut]``.
+    while it is 0. ``meta`` holds ``[depth, nodes, expand, value, best, lcount, fcount, cut,
+    table hits]`` (the nodes answered by the table of failed states ``tt``).
     Returns ``(status, cstore)`` (``cstore``, the per-depth candidate lists, may have grown).
 
     Decision mode also branches on *tight sections*: a section whose unplaced rectangles exactly
@@ -402,12 +455,10 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     fw = np.zeros(nsec + 2, dtype=np.int64)
     bw = np.zeros(nsec + 2, dtype=np.int64)
     bad = np.zeros(n, dtype=np.int64)
-    m1 = np.empty(nsec, dtype=np.int64)
-    a1 = np.empty(nsec, dtype=np.int64)
-    m2 = np.empty(nsec, dtype=np.int64)
-    a2 = np.empty(nsec, dtype=np.int64)
-    m3 = np.empty(nsec, dtype=np.int64)
-    mst = np.full(nsec, -1, dtype=np.int64)
+    zs = np.empty(n + 1, dtype=np.int64)
+    suf = np.empty(n + 1, dtype=np.int64)
+    stk = np.empty((n + 2, 2), dtype=np.int64)
+    gmemo = np.full((nsec, 7), -1, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -476,6 +527,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 nh[depth, 0] = h1
                 nh[depth, 1] = h2
                 if _tt_find(tt, h1, h2, 0):
+                    meta[8] += 1
                     cnt[depth] = 0
                     ti[depth] = 0
                     brk[depth] = 0
@@ -542,8 +594,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     for e in range(n):
                         if off[e] < 0 and low[e] + size[e] < vmax:
                             vmax = low[e] + size[e]
-                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, m1,
-                                         a1, m2, a2, m3, mst, nodes, vmax)
+                    ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, zs,
+                                         suf, stk, gmemo, nodes, vmax)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -810,7 +862,7 @@ class _Part:
     ov_ptr: np.ndarray
     ov_idx: np.ndarray
     cap: int
-    cv_ptr: np.ndarray  # the rectangles spanning each section (CSR)
+    cv_ptr: np.ndarray  # the rectangles spanning each section (CSR), each section's largest first
     cv_idx: np.ndarray
     sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
     sptr: np.ndarray
@@ -828,7 +880,7 @@ class _Part:
         spans = s1 - s0
         cv_idx = np.repeat(np.arange(len(ids), dtype=np.int64), spans)
         secs = (np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(s0, spans))
-        by = np.argsort(secs, kind="stable")
+        by = np.lexsort((cv_idx, -size[ids][cv_idx], secs))  # by section, each largest first
         cv_idx = cv_idx[by].astype(np.int64)
         cv_ptr = np.searchsorted(secs[by], np.arange(nsec + 1)).astype(np.int64)
         sb = np.argsort(s0, kind="stable").astype(np.int64)
@@ -883,7 +935,7 @@ class _Run:
         np.add.at(diff, part.s0, 1)
         np.add.at(diff, np.maximum(part.s1 - 1, part.s0), -1)
         self.cuts = np.cumsum(diff)[: max(part.nsec - 1, 0)].astype(np.int64)
-        self.meta = np.array([0, 0, 1, 0, best, 0, 0, 0], dtype=np.int64)
+        self.meta = np.array([0, 0, 1, 0, best, 0, 0, 0, 0], dtype=np.int64)
         self.pb = np.zeros(n + 1, dtype=np.int64)
         self.hl = np.zeros(n + 1, dtype=np.int64)
         self.ti = np.zeros(n + 1, dtype=np.int64)
@@ -906,6 +958,11 @@ class _Run:
     @property
     def nodes(self) -> int:
         return int(self.meta[1])
+
+    @property
+    def work(self) -> int:
+        """Nodes less those answered by the table of failed states (what the limits count)."""
+        return int(self.meta[1] - self.meta[8])
 
     @property
     def best(self) -> int:
@@ -989,9 +1046,9 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
         tt = memo["tt"]
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
     while True:
-        before = run.nodes
+        before = run.work
         status = run.step(max(min(CHUNK, budget[0]), 1))
-        budget[0] -= run.nodes - before
+        budget[0] -= run.work - before
         if status == FOUND:
             if key is not None:
                 memo[key] = run.best_off.copy()
