@@ -10,10 +10,14 @@
 per program size, ``xla-msa``'s plan, a v1 completion's cost per decision from the middle of the
 episode (what the search agents and mallocMuZero's labels call), and the mean v1 and v0 steps
 over a whole episode, all in one process, with ratios to the smallest size (:func:`format_sizes`).
+Every figure of the sweep is the best of :data:`SIZE_REPEATS` runs at every size, in the thread's
+CPU time (``time.thread_time``: the process's own work, not the time other processes on the
+machine held its core); the wall times of the same runs are reported beside them.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -26,7 +30,7 @@ from .workloads.synthetic import mlp_training_step
 
 __all__ = ["program_with_buffers", "env_step_seconds", "cartpole_step_seconds", "greedy_episode_seconds",
            "msa_run_seconds", "measure", "format_report", "episode_step_seconds", "completion_seconds_per_decision",
-           "parse_sizes", "measure_sizes", "format_sizes", "MIN_SIZE", "MAX_SIZE"]
+           "parse_sizes", "measure_sizes", "format_sizes", "MIN_SIZE", "MAX_SIZE", "SIZE_REPEATS"]
 
 
 def program_with_buffers(n_buffers: int, seed: int = 0, fraction: float = 0.125) -> Scenario:
@@ -182,9 +186,10 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int]:
+def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int, float]:
     """Mean seconds per ``env.step`` via ``gym.make`` over one whole episode (the fixed policy of
-    :func:`env_step_seconds`; reset excluded) and the episode's steps. Warm the kernels first."""
+    :func:`env_step_seconds`; reset excluded), the episode's steps, and the mean in the thread's
+    CPU time. Warm the kernels first."""
     import warnings
 
     import gymnasium as gym
@@ -195,17 +200,25 @@ def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int]:
     k = env.unwrapped.k
     obs, _ = env.reset(seed=0)
     steps, done = 0, False
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.thread_time()
     while not done:
         obs, _, done, _, _ = env.step(_action(env_id, obs["action_mask"], k))
         steps += 1
-    return (time.perf_counter() - begin) / steps, steps
+    return (time.perf_counter() - begin) / steps, steps, (time.thread_time() - cpu) / steps
 
 
-def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3) -> tuple[float, int, int]:
+def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3,
+                                    clock=time.perf_counter) -> tuple[float, int, int]:
     """Seconds per real decision of ``heuristics.v1.complete_msa`` from the position halfway
-    through the episode (MSA's own game played to there), best of ``repeats``; also the
-    decisions one completion makes and the game's segments."""
+    through the episode (MSA's own game played to there), best of ``repeats`` on ``clock``; also
+    the decisions one completion makes and the game's segments."""
+    per_decision, _, decisions, n = _completion_times(scenario, repeats, clock)
+    return per_decision, decisions, n
+
+
+def _completion_times(scenario: Scenario, repeats: int, clock=time.thread_time) -> tuple[float, float, int, int]:
+    """:func:`completion_seconds_per_decision`: the best per decision on ``clock`` and in wall time
+    (each the best of its own), the decisions and the segments."""
     from .features.v1 import advance_forced
     from .heuristics.v1 import complete_msa, new_game, play_action
 
@@ -214,15 +227,19 @@ def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3) -> tup
     s = advance_forced(st, mid, table)
     while s >= 0 and int(mid.counters[sim.v1.POS]) < n // 2:
         s = play_action(st, mid, s, table, table.msa_action[0])
-    best, decisions = float("inf"), 0
+    best, best_wall, decisions = float("inf"), float("inf"), 0
     for _ in range(repeats):
         state = sim.v1.copy_state(mid)
-        begin = time.perf_counter()
+        begin, wall = clock(), time.perf_counter()
         complete_msa(st, state, table)
-        elapsed = time.perf_counter() - begin
+        elapsed, wall = clock() - begin, time.perf_counter() - wall
         decisions = int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN])
-        best = min(best, elapsed)
-    return best / max(decisions, 1), decisions, n
+        best, best_wall = min(best, elapsed), min(best_wall, wall)
+    return best / max(decisions, 1), best_wall / max(decisions, 1), decisions, n
+
+
+SIZE_REPEATS = 3
+"""Runs of each figure at every size of :func:`measure_sizes` (the best is kept)."""
 
 
 def _warm_sizes() -> None:
@@ -234,32 +251,58 @@ def _warm_sizes() -> None:
         episode_step_seconds(small, env_id)
 
 
-def measure_sizes(sizes: list[int], progress=None) -> dict:
+def _best_plan(scenario: Scenario, repeats: int) -> tuple[float, float]:
+    """Best thread CPU seconds and best wall seconds of a whole ``xla-msa`` run over ``repeats``."""
+    from .agents.xla_msa import MSAAgent
+
+    agent = MSAAgent()
+    cpu, wall = float("inf"), float("inf")
+    for _ in range(repeats):
+        c, w = time.thread_time(), time.perf_counter()
+        agent.solve_v1(scenario)
+        cpu, wall = min(cpu, time.thread_time() - c), min(wall, time.perf_counter() - w)
+    return cpu, wall
+
+
+def _best_steps(scenario: Scenario, env_id: str, repeats: int) -> tuple[float, float, int]:
+    """Best mean step over ``repeats`` whole episodes: thread CPU seconds, wall seconds, steps."""
+    runs = [episode_step_seconds(scenario, env_id) for _ in range(repeats)]
+    return min(r[2] for r in runs), min(r[0] for r in runs), runs[0][1]
+
+
+def measure_sizes(sizes: list[int], progress=None, repeats: int = SIZE_REPEATS) -> dict:
     """The size sweep (module docstring) over programs of about ``sizes`` buffers
-    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage."""
+    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage. Each
+    figure is the best of ``repeats`` runs in the thread's CPU time (``*_wall``: the best in
+    wall time), the same number at every size."""
     say = progress or (lambda text: None)
     say("warm-up")
+    load = [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []
     _warm_sizes()
     rows = []
     for n in sizes:
         say(f"{n} buffers: building the program")
         scenario = program_with_buffers(n)
         buffers = scenario.workload.num_buffers
-        repeats = 3 if buffers <= 20000 else 1
         say(f"{buffers} buffers: xla-msa plan")
-        msa_best, _ = msa_run_seconds(scenario, repeats)
+        msa_cpu, msa_wall = _best_plan(scenario, repeats)
         say(f"{buffers} buffers: v1 completion from mid-episode")
-        per_decision, decisions, segments = completion_seconds_per_decision(scenario, repeats)
+        per_decision, per_decision_wall, decisions, segments = _completion_times(scenario, repeats)
         say(f"{buffers} buffers: v1 episode")
-        v1_step, v1_steps = episode_step_seconds(scenario, "MallocGame-v1")
+        v1_step, v1_wall, v1_steps = _best_steps(scenario, "MallocGame-v1", repeats)
         say(f"{buffers} buffers: v0 episode")
-        v0_step, v0_steps = episode_step_seconds(scenario, "MallocGame-v0")
+        v0_step, v0_wall, v0_steps = _best_steps(scenario, "MallocGame-v0", repeats)
         rows.append({"buffers_asked": n, "buffers": buffers, "ops": int(scenario.workload.num_ops),
-                     "segments": segments, "msa_plan_s": msa_best, "completion_us_per_decision": per_decision * 1e6,
+                     "segments": segments, "msa_plan_s": msa_cpu, "completion_us_per_decision": per_decision * 1e6,
                      "completion_decisions": decisions, "v1_step_us": v1_step * 1e6, "v1_episode_steps": v1_steps,
-                     "v0_step_us": v0_step * 1e6, "v0_episode_steps": v0_steps, "v1_to_v0": v1_step / v0_step})
+                     "v0_step_us": v0_step * 1e6, "v0_episode_steps": v0_steps, "v1_to_v0": v1_step / v0_step,
+                     "msa_plan_wall_s": msa_wall, "completion_wall_us_per_decision": per_decision_wall * 1e6,
+                     "v1_step_wall_us": v1_wall * 1e6, "v0_step_wall_us": v0_wall * 1e6})
+        if load:
+            load.append(os.getloadavg()[0])
     return {"machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}",
-            "sizes": rows}
+            "clock": "thread CPU time (wall time in *_wall)", "repeats": repeats,
+            "load_average": load, "sizes": rows}
 
 
 _SIZE_COLUMNS = (("msa_plan_s", "xla-msa plan s", "{:.3f}"),
@@ -283,7 +326,9 @@ def format_sizes(report: dict) -> str:
             cells += [fmt.format(r[key]), f"{r[key] / base[key]:.2f}"]
         cells.append(f"{r['v1_to_v0']:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
-    note = (f"(x: ratio to the {base['buffers']:,}-buffer program; completion: heuristics.v1.complete_msa from the "
-            "position halfway through the episode, per real decision; steps: mean over one whole episode via "
-            "gym.make)")
+    load = report.get("load_average") or []
+    note = (f"(x: ratio to the {base['buffers']:,}-buffer program; each figure the best of {report.get('repeats', 1)} "
+            "runs in the thread's CPU time; completion: heuristics.v1.complete_msa from the position halfway "
+            "through the episode, per real decision; steps: mean over one whole episode via gym.make"
+            + (f"; load average {min(load):.1f}-{max(load):.1f}" if load else "") + ")")
     return "\n".join(lines) + "\n" + note
