@@ -30,7 +30,8 @@ from .workloads.synthetic import mlp_training_step
 
 __all__ = ["program_with_buffers", "env_step_seconds", "cartpole_step_seconds", "greedy_episode_seconds",
            "msa_run_seconds", "measure", "format_report", "episode_step_seconds", "completion_seconds_per_decision",
-           "parse_sizes", "measure_sizes", "format_sizes", "MIN_SIZE", "MAX_SIZE", "SIZE_REPEATS"]
+           "parse_sizes", "measure_sizes", "format_sizes", "size_stages", "MIN_SIZE", "MAX_SIZE",
+           "SIZE_REPEATS"]
 
 
 def program_with_buffers(n_buffers: int, seed: int = 0, fraction: float = 0.125) -> Scenario:
@@ -212,34 +213,45 @@ def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3,
     """Seconds per real decision of ``heuristics.v1.complete_msa`` from the position halfway
     through the episode (MSA's own game played to there), best of ``repeats`` on ``clock``; also
     the decisions one completion makes and the game's segments."""
-    per_decision, _, decisions, n = _completion_times(scenario, repeats, clock)
-    return per_decision, decisions, n
+    game = _halfway(scenario)
+    runs = [_complete_once(game, clock) for _ in range(repeats)]
+    return min(r[0] for r in runs), runs[0][2], int(game[0].seg_use.shape[0])
 
 
-def _completion_times(scenario: Scenario, repeats: int, clock=time.thread_time) -> tuple[float, float, int, int]:
-    """:func:`completion_seconds_per_decision`: the best per decision on ``clock`` and in wall time
-    (each the best of its own), the decisions and the segments."""
+def _halfway(scenario: Scenario) -> tuple:
+    """``(static, state, table)``: MSA's own game on ``scenario`` played to its halfway position."""
     from .features.v1 import advance_forced
-    from .heuristics.v1 import complete_msa, new_game, play_action
+    from .heuristics.v1 import new_game, play_action
 
     st, mid, table, _ = new_game(scenario)
     n = st.seg_use.shape[0]
     s = advance_forced(st, mid, table)
     while s >= 0 and int(mid.counters[sim.v1.POS]) < n // 2:
         s = play_action(st, mid, s, table, table.msa_action[0])
-    best, best_wall, decisions = float("inf"), float("inf"), 0
-    for _ in range(repeats):
-        state = sim.v1.copy_state(mid)
-        begin, wall = clock(), time.perf_counter()
-        complete_msa(st, state, table)
-        elapsed, wall = clock() - begin, time.perf_counter() - wall
-        decisions = int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN])
-        best, best_wall = min(best, elapsed), min(best_wall, wall)
-    return best / max(decisions, 1), best_wall / max(decisions, 1), decisions, n
+    return st, mid, table
+
+
+def _complete_once(game: tuple, clock=time.thread_time) -> tuple[float, float, int]:
+    """One ``complete_msa`` from a copy of ``game``'s halfway state (:func:`_halfway`): seconds
+    per real decision on ``clock`` and in wall time, and the decisions."""
+    from .heuristics.v1 import complete_msa
+
+    st, mid, table = game
+    state = sim.v1.copy_state(mid)
+    begin, wall = clock(), time.perf_counter()
+    complete_msa(st, state, table)
+    elapsed, wall = clock() - begin, time.perf_counter() - wall
+    decisions = max(int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN]), 1)
+    return elapsed / decisions, wall / decisions, decisions
 
 
 SIZE_REPEATS = 3
-"""Runs of each figure at every size of :func:`measure_sizes` (the best is kept)."""
+"""Rounds of :func:`measure_sizes` (each figure is the best of as many runs at every size)."""
+
+
+def size_stages(n_sizes: int, repeats: int = SIZE_REPEATS) -> int:
+    """How many stages :func:`measure_sizes` reports to its ``progress``."""
+    return 1 + n_sizes + 4 * repeats
 
 
 def _warm_sizes() -> None:
@@ -251,55 +263,67 @@ def _warm_sizes() -> None:
         episode_step_seconds(small, env_id)
 
 
-def _best_plan(scenario: Scenario, repeats: int) -> tuple[float, float]:
-    """Best thread CPU seconds and best wall seconds of a whole ``xla-msa`` run over ``repeats``."""
+def _plan_once(scenario: Scenario) -> tuple[float, float]:
+    """Thread CPU seconds and wall seconds of one whole ``xla-msa`` run."""
     from .agents.xla_msa import MSAAgent
 
-    agent = MSAAgent()
-    cpu, wall = float("inf"), float("inf")
-    for _ in range(repeats):
-        c, w = time.thread_time(), time.perf_counter()
-        agent.solve_v1(scenario)
-        cpu, wall = min(cpu, time.thread_time() - c), min(wall, time.perf_counter() - w)
-    return cpu, wall
-
-
-def _best_steps(scenario: Scenario, env_id: str, repeats: int) -> tuple[float, float, int]:
-    """Best mean step over ``repeats`` whole episodes: thread CPU seconds, wall seconds, steps."""
-    runs = [episode_step_seconds(scenario, env_id) for _ in range(repeats)]
-    return min(r[2] for r in runs), min(r[0] for r in runs), runs[0][1]
+    c, w = time.thread_time(), time.perf_counter()
+    MSAAgent().solve_v1(scenario)
+    return time.thread_time() - c, time.perf_counter() - w
 
 
 def measure_sizes(sizes: list[int], progress=None, repeats: int = SIZE_REPEATS) -> dict:
     """The size sweep (module docstring) over programs of about ``sizes`` buffers
-    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage. Each
-    figure is the best of ``repeats`` runs in the thread's CPU time (``*_wall``: the best in
-    wall time), the same number at every size."""
+    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage
+    (:func:`size_stages`). Each figure is the best of ``repeats`` runs in the thread's CPU time
+    (``*_wall``: the best in wall time), the same number at every size, taken in rounds: each
+    round times one figure at every size in turn, so that the sizes a ratio compares are timed
+    minutes apart at most, not one after the other's whole series (the other jobs on a shared
+    machine come and go)."""
     say = progress or (lambda text: None)
     say("warm-up")
     load = [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []
     _warm_sizes()
-    rows = []
+    scenarios, games = [], []
     for n in sizes:
-        say(f"{n} buffers: building the program")
-        scenario = program_with_buffers(n)
-        buffers = scenario.workload.num_buffers
-        say(f"{buffers} buffers: xla-msa plan")
-        msa_cpu, msa_wall = _best_plan(scenario, repeats)
-        say(f"{buffers} buffers: v1 completion from mid-episode")
-        per_decision, per_decision_wall, decisions, segments = _completion_times(scenario, repeats)
-        say(f"{buffers} buffers: v1 episode")
-        v1_step, v1_wall, v1_steps = _best_steps(scenario, "MallocGame-v1", repeats)
-        say(f"{buffers} buffers: v0 episode")
-        v0_step, v0_wall, v0_steps = _best_steps(scenario, "MallocGame-v0", repeats)
-        rows.append({"buffers_asked": n, "buffers": buffers, "ops": int(scenario.workload.num_ops),
-                     "segments": segments, "msa_plan_s": msa_cpu, "completion_us_per_decision": per_decision * 1e6,
-                     "completion_decisions": decisions, "v1_step_us": v1_step * 1e6, "v1_episode_steps": v1_steps,
-                     "v0_step_us": v0_step * 1e6, "v0_episode_steps": v0_steps, "v1_to_v0": v1_step / v0_step,
-                     "msa_plan_wall_s": msa_wall, "completion_wall_us_per_decision": per_decision_wall * 1e6,
-                     "v1_step_wall_us": v1_wall * 1e6, "v0_step_wall_us": v0_wall * 1e6})
+        say(f"{n} buffers: building the program and MSA's game to its middle")
+        scenarios.append(program_with_buffers(n))
+        games.append(_halfway(scenarios[-1]))
+    best: dict = {}
+
+    def keep(key, i, value):
+        best[key, i] = min(best.get((key, i), float("inf")), value)
+
+    steps = {}
+    for r in range(repeats):
+        say(f"round {r + 1} of {repeats}: xla-msa plans")
+        for i, sc in enumerate(scenarios):
+            cpu, wall = _plan_once(sc)
+            keep("msa_plan_s", i, cpu)
+            keep("msa_plan_wall_s", i, wall)
+        say(f"round {r + 1} of {repeats}: v1 completions from mid-episode")
+        for i, game in enumerate(games):
+            cpu, wall, decisions = _complete_once(game)
+            keep("completion_us_per_decision", i, cpu * 1e6)
+            keep("completion_wall_us_per_decision", i, wall * 1e6)
+            steps["completion_decisions", i] = decisions
+        for env_id, tag in (("MallocGame-v1", "v1"), ("MallocGame-v0", "v0")):
+            say(f"round {r + 1} of {repeats}: {tag} episodes")
+            for i, sc in enumerate(scenarios):
+                wall, count, cpu = episode_step_seconds(sc, env_id)
+                keep(f"{tag}_step_us", i, cpu * 1e6)
+                keep(f"{tag}_step_wall_us", i, wall * 1e6)
+                steps[f"{tag}_episode_steps", i] = count
         if load:
             load.append(os.getloadavg()[0])
+    rows = []
+    for i, (n, sc) in enumerate(zip(sizes, scenarios)):
+        row = {"buffers_asked": n, "buffers": sc.workload.num_buffers, "ops": int(sc.workload.num_ops),
+               "segments": int(games[i][0].seg_use.shape[0])}
+        row.update({key: value for (key, j), value in best.items() if j == i})
+        row.update({key: value for (key, j), value in steps.items() if j == i})
+        row["v1_to_v0"] = row["v1_step_us"] / row["v0_step_us"]
+        rows.append(row)
     return {"machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}",
             "clock": "thread CPU time (wall time in *_wall)", "repeats": repeats,
             "load_average": load, "sizes": rows}
