@@ -265,16 +265,17 @@ def test_bad_sizes_are_one_clear_error(capsys, text, message):
 
 
 def test_size_sweep_measures_every_size_with_ratios_to_the_smallest():
-    from mallocgym.speed import format_sizes, measure_sizes, parse_sizes
+    from mallocgym.speed import format_sizes, measure_sizes, parse_sizes, size_stages
 
     assert parse_sizes("1000, 10_000,60000") == [1000, 10000, 60000]
     stages = []
     report = measure_sizes([400, 200], progress=stages.append)
     rows = report["sizes"]
-    assert [r["buffers_asked"] for r in rows] == [400, 200] and len(stages) == 1 + 5 * 2
+    assert [r["buffers_asked"] for r in rows] == [400, 200] and len(stages) == size_stages(2) == 1 + 2 + 4 * 3
     for r in rows:
         assert r["v1_episode_steps"] > 0 and r["completion_decisions"] > 0 and 0 < r["v0_episode_steps"] <= r["buffers"]
         assert r["msa_plan_s"] > 0 and r["v1_step_us"] > 0 and r["v0_step_us"] > 0
+        assert r["msa_plan_wall_s"] > 0 and r["v1_step_wall_us"] > 0 and r["completion_wall_us_per_decision"] > 0
     table = format_sizes(report)
     small_row = [line for line in table.splitlines() if line.startswith(f"| {rows[1]['buffers']:,} ")][0]
     assert small_row.count("| 1.00 |") == 4  # its own ratios

@@ -92,3 +92,45 @@ def test_live_chunks_equal_a_scan(seed, n_steps, n_offsets, merge_every):
     k = int(state.counters[v1.ACT_SORTED])
     assert all(state.ch_rank[c] == i for i, c in enumerate(state.active[:k].tolist()))
     assert all(state.ch_rank[c] == -1 for c in state.active[k:n].tolist())
+
+
+_BIG = program_with_buffers(5000)
+_BIG_ST = v1.compile_v1(_BIG.workload, _BIG.hardware)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st_.integers(0, 2 ** 32 - 1), st_.integers(1, 40), st_.integers(0, 300))
+def test_live_by_rank_over_many_summary_words(seed, n_offsets, n_tail):
+    """``_live_by_rank`` reads the set rank bits through a summary (a bit per word of ranks, 4,096
+    ranks each): with thousands of chunks merged into ``active`` (ranks over several summary
+    words) and some opened since, the chunks of any window are a scan's, by (offset, id), and the
+    scratch is left clear."""
+    rng = np.random.default_rng(seed)
+    st = _BIG_ST
+    state = v1.new_state(st)
+    n_seg, n_ops = st.seg_use.shape[0], st.compute_time.shape[0]
+    ids = np.empty(n_seg + 1, np.int64)
+    order = rng.permutation(n_seg)
+    for i, c in enumerate(order.tolist()):
+        if i == n_seg - n_tail:  # the rest are opened after the merge
+            v1._merge_active(state, ids)
+        b = int(st.seg_buf[c])
+        lo_b, hi_b = int(st.start[b]), int(st.end[b])
+        a = int(rng.integers(lo_b, hi_b + 1))
+        state.ch_lo[c] = a
+        state.ch_hi[c] = int(rng.integers(a, min(hi_b, a + 40) + 1))
+        state.ch_off[c] = int(rng.integers(0, n_offsets)) * 64
+        state.ch_buf[c] = b
+        v1._activate(st, state, c)
+    if n_tail == 0:
+        v1._merge_active(state, ids)
+    assert int(state.counters[v1.ACT_SORTED]) > 2 * 4096
+    w = int(state.counters[v1.IX_WIDTH])
+    for _ in range(6):
+        lo = int(rng.integers(-1, n_ops))
+        hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, 3 * w + 1)))
+        want = _scan(state, lo, hi, -1, True)
+        k0, k1 = max(lo, 0) // w, min(hi // w, state.ix_head.shape[0] - 1)
+        m = v1._live_by_rank(st, state, lo, hi, -1, ids, True, k0, k1)
+        assert ids[:m].tolist() == want
+        assert not state.rank_bits.any()

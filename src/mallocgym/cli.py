@@ -407,14 +407,14 @@ def _run_bench(args) -> int:
         if given:
             raise UsageError(f"--speed measures the simulator and env speed; it takes no {', '.join(given)}")
         from ._progress import Progress
-        from .speed import format_report, format_sizes, measure, measure_sizes, parse_sizes
+        from .speed import format_report, format_sizes, measure, measure_sizes, parse_sizes, size_stages
 
         sizes = None if args.sizes is None else parse_sizes(args.sizes)
         with _claim_out(args.out):
             if sizes is None:
                 report = measure()
             else:
-                with Progress(len(sizes) * 5 + 1, "speed", enabled=not args.quiet) as bar:
+                with Progress(size_stages(len(sizes)), "speed", enabled=not args.quiet) as bar:
                     report = measure_sizes(sizes, progress=lambda text: bar.update(text))
             if args.json:
                 _print_json(report)

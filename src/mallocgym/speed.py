@@ -10,10 +10,14 @@
 per program size, ``xla-msa``'s plan, a v1 completion's cost per decision from the middle of the
 episode (what the search agents and mallocMuZero's labels call), and the mean v1 and v0 steps
 over a whole episode, all in one process, with ratios to the smallest size (:func:`format_sizes`).
+Every figure of the sweep is the best of :data:`SIZE_REPEATS` runs at every size, in the thread's
+CPU time (``time.thread_time``: the process's own work, not the time other processes on the
+machine held its core); the wall times of the same runs are reported beside them.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -26,7 +30,8 @@ from .workloads.synthetic import mlp_training_step
 
 __all__ = ["program_with_buffers", "env_step_seconds", "cartpole_step_seconds", "greedy_episode_seconds",
            "msa_run_seconds", "measure", "format_report", "episode_step_seconds", "completion_seconds_per_decision",
-           "parse_sizes", "measure_sizes", "format_sizes", "MIN_SIZE", "MAX_SIZE"]
+           "parse_sizes", "measure_sizes", "format_sizes", "size_stages", "MIN_SIZE", "MAX_SIZE",
+           "SIZE_REPEATS"]
 
 
 def program_with_buffers(n_buffers: int, seed: int = 0, fraction: float = 0.125) -> Scenario:
@@ -182,9 +187,10 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int]:
+def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int, float]:
     """Mean seconds per ``env.step`` via ``gym.make`` over one whole episode (the fixed policy of
-    :func:`env_step_seconds`; reset excluded) and the episode's steps. Warm the kernels first."""
+    :func:`env_step_seconds`; reset excluded), the episode's steps, and the mean in the thread's
+    CPU time. Warm the kernels first."""
     import warnings
 
     import gymnasium as gym
@@ -195,34 +201,57 @@ def episode_step_seconds(scenario: Scenario, env_id: str) -> tuple[float, int]:
     k = env.unwrapped.k
     obs, _ = env.reset(seed=0)
     steps, done = 0, False
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.thread_time()
     while not done:
         obs, _, done, _, _ = env.step(_action(env_id, obs["action_mask"], k))
         steps += 1
-    return (time.perf_counter() - begin) / steps, steps
+    return (time.perf_counter() - begin) / steps, steps, (time.thread_time() - cpu) / steps
 
 
-def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3) -> tuple[float, int, int]:
+def completion_seconds_per_decision(scenario: Scenario, repeats: int = 3,
+                                    clock=time.perf_counter) -> tuple[float, int, int]:
     """Seconds per real decision of ``heuristics.v1.complete_msa`` from the position halfway
-    through the episode (MSA's own game played to there), best of ``repeats``; also the
-    decisions one completion makes and the game's segments."""
+    through the episode (MSA's own game played to there), best of ``repeats`` on ``clock``; also
+    the decisions one completion makes and the game's segments."""
+    game = _halfway(scenario)
+    runs = [_complete_once(game, clock) for _ in range(repeats)]
+    return min(r[0] for r in runs), runs[0][2], int(game[0].seg_use.shape[0])
+
+
+def _halfway(scenario: Scenario) -> tuple:
+    """``(static, state, table)``: MSA's own game on ``scenario`` played to its halfway position."""
     from .features.v1 import advance_forced
-    from .heuristics.v1 import complete_msa, new_game, play_action
+    from .heuristics.v1 import new_game, play_action
 
     st, mid, table, _ = new_game(scenario)
     n = st.seg_use.shape[0]
     s = advance_forced(st, mid, table)
     while s >= 0 and int(mid.counters[sim.v1.POS]) < n // 2:
         s = play_action(st, mid, s, table, table.msa_action[0])
-    best, decisions = float("inf"), 0
-    for _ in range(repeats):
-        state = sim.v1.copy_state(mid)
-        begin = time.perf_counter()
-        complete_msa(st, state, table)
-        elapsed = time.perf_counter() - begin
-        decisions = int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN])
-        best = min(best, elapsed)
-    return best / max(decisions, 1), decisions, n
+    return st, mid, table
+
+
+def _complete_once(game: tuple, clock=time.thread_time) -> tuple[float, float, int]:
+    """One ``complete_msa`` from a copy of ``game``'s halfway state (:func:`_halfway`): seconds
+    per real decision on ``clock`` and in wall time, and the decisions."""
+    from .heuristics.v1 import complete_msa
+
+    st, mid, table = game
+    state = sim.v1.copy_state(mid)
+    begin, wall = clock(), time.perf_counter()
+    complete_msa(st, state, table)
+    elapsed, wall = clock() - begin, time.perf_counter() - wall
+    decisions = max(int(state.counters[sim.v1.CHOSEN] - mid.counters[sim.v1.CHOSEN]), 1)
+    return elapsed / decisions, wall / decisions, decisions
+
+
+SIZE_REPEATS = 3
+"""Rounds of :func:`measure_sizes` (each figure is the best of as many runs at every size)."""
+
+
+def size_stages(n_sizes: int, repeats: int = SIZE_REPEATS) -> int:
+    """How many stages :func:`measure_sizes` reports to its ``progress``."""
+    return 1 + n_sizes + 4 * repeats
 
 
 def _warm_sizes() -> None:
@@ -234,32 +263,70 @@ def _warm_sizes() -> None:
         episode_step_seconds(small, env_id)
 
 
-def measure_sizes(sizes: list[int], progress=None) -> dict:
+def _plan_once(scenario: Scenario) -> tuple[float, float]:
+    """Thread CPU seconds and wall seconds of one whole ``xla-msa`` run."""
+    from .agents.xla_msa import MSAAgent
+
+    c, w = time.thread_time(), time.perf_counter()
+    MSAAgent().solve_v1(scenario)
+    return time.thread_time() - c, time.perf_counter() - w
+
+
+def measure_sizes(sizes: list[int], progress=None, repeats: int = SIZE_REPEATS) -> dict:
     """The size sweep (module docstring) over programs of about ``sizes`` buffers
-    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage."""
+    (:func:`program_with_buffers`), in one process; ``progress(text)`` is told each stage
+    (:func:`size_stages`). Each figure is the best of ``repeats`` runs in the thread's CPU time
+    (``*_wall``: the best in wall time), the same number at every size, taken in rounds: each
+    round times one figure at every size in turn, so that the sizes a ratio compares are timed
+    minutes apart at most, not one after the other's whole series (the other jobs on a shared
+    machine come and go)."""
     say = progress or (lambda text: None)
     say("warm-up")
+    load = [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []
     _warm_sizes()
-    rows = []
+    scenarios, games = [], []
     for n in sizes:
-        say(f"{n} buffers: building the program")
-        scenario = program_with_buffers(n)
-        buffers = scenario.workload.num_buffers
-        repeats = 3 if buffers <= 20000 else 1
-        say(f"{buffers} buffers: xla-msa plan")
-        msa_best, _ = msa_run_seconds(scenario, repeats)
-        say(f"{buffers} buffers: v1 completion from mid-episode")
-        per_decision, decisions, segments = completion_seconds_per_decision(scenario, repeats)
-        say(f"{buffers} buffers: v1 episode")
-        v1_step, v1_steps = episode_step_seconds(scenario, "MallocGame-v1")
-        say(f"{buffers} buffers: v0 episode")
-        v0_step, v0_steps = episode_step_seconds(scenario, "MallocGame-v0")
-        rows.append({"buffers_asked": n, "buffers": buffers, "ops": int(scenario.workload.num_ops),
-                     "segments": segments, "msa_plan_s": msa_best, "completion_us_per_decision": per_decision * 1e6,
-                     "completion_decisions": decisions, "v1_step_us": v1_step * 1e6, "v1_episode_steps": v1_steps,
-                     "v0_step_us": v0_step * 1e6, "v0_episode_steps": v0_steps, "v1_to_v0": v1_step / v0_step})
+        say(f"{n} buffers: building the program and MSA's game to its middle")
+        scenarios.append(program_with_buffers(n))
+        games.append(_halfway(scenarios[-1]))
+    best: dict = {}
+
+    def keep(key, i, value):
+        best[key, i] = min(best.get((key, i), float("inf")), value)
+
+    steps = {}
+    for r in range(repeats):
+        say(f"round {r + 1} of {repeats}: xla-msa plans")
+        for i, sc in enumerate(scenarios):
+            cpu, wall = _plan_once(sc)
+            keep("msa_plan_s", i, cpu)
+            keep("msa_plan_wall_s", i, wall)
+        say(f"round {r + 1} of {repeats}: v1 completions from mid-episode")
+        for i, game in enumerate(games):
+            cpu, wall, decisions = _complete_once(game)
+            keep("completion_us_per_decision", i, cpu * 1e6)
+            keep("completion_wall_us_per_decision", i, wall * 1e6)
+            steps["completion_decisions", i] = decisions
+        for env_id, tag in (("MallocGame-v1", "v1"), ("MallocGame-v0", "v0")):
+            say(f"round {r + 1} of {repeats}: {tag} episodes")
+            for i, sc in enumerate(scenarios):
+                wall, count, cpu = episode_step_seconds(sc, env_id)
+                keep(f"{tag}_step_us", i, cpu * 1e6)
+                keep(f"{tag}_step_wall_us", i, wall * 1e6)
+                steps[f"{tag}_episode_steps", i] = count
+        if load:
+            load.append(os.getloadavg()[0])
+    rows = []
+    for i, (n, sc) in enumerate(zip(sizes, scenarios)):
+        row = {"buffers_asked": n, "buffers": sc.workload.num_buffers, "ops": int(sc.workload.num_ops),
+               "segments": int(games[i][0].seg_use.shape[0])}
+        row.update({key: value for (key, j), value in best.items() if j == i})
+        row.update({key: value for (key, j), value in steps.items() if j == i})
+        row["v1_to_v0"] = row["v1_step_us"] / row["v0_step_us"]
+        rows.append(row)
     return {"machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}",
-            "sizes": rows}
+            "clock": "thread CPU time (wall time in *_wall)", "repeats": repeats,
+            "load_average": load, "sizes": rows}
 
 
 _SIZE_COLUMNS = (("msa_plan_s", "xla-msa plan s", "{:.3f}"),
@@ -283,7 +350,9 @@ def format_sizes(report: dict) -> str:
             cells += [fmt.format(r[key]), f"{r[key] / base[key]:.2f}"]
         cells.append(f"{r['v1_to_v0']:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
-    note = (f"(x: ratio to the {base['buffers']:,}-buffer program; completion: heuristics.v1.complete_msa from the "
-            "position halfway through the episode, per real decision; steps: mean over one whole episode via "
-            "gym.make)")
+    load = report.get("load_average") or []
+    note = (f"(x: ratio to the {base['buffers']:,}-buffer program; each figure the best of {report.get('repeats', 1)} "
+            "runs in the thread's CPU time; completion: heuristics.v1.complete_msa from the position halfway "
+            "through the episode, per real decision; steps: mean over one whole episode via gym.make"
+            + (f"; load average {min(load):.1f}-{max(load):.1f}" if load else "") + ")")
     return "\n".join(lines) + "\n" + note

@@ -91,7 +91,8 @@ State1 = namedtuple("State1", [
                      #   offset (then id), the later ones in the order opened (merged in when a scan
                      #   of all chunks needs them in order, or too many for live_chunks)
     "ch_rank",       # int64[S] each chunk's place in ``active`` once merged in (-1: opened since the last merge)
-    "rank_bits",     # int64[S // 64 + 1] scratch of live_chunks (a bit per rank; all zero between calls)
+    "rank_bits",     # int64[S // 64 + 1 + S // 4096 + 1] scratch of live_chunks: a bit per rank, then a bit per
+                     #   word of those that is not zero (from index S // 64 + 1); all zero between calls
     "cp_start",      # int64[S + N] the copies, by key: prefetches (key = segment id) and evictions (key =
     "cp_done",       #   S + buffer id), issued after op cp_start, done before op cp_done, cp_bytes bytes,
     "cp_bytes",      #   cp_kind 0 prefetch / 1 eviction, -1 not listed; counters[N_COPIES] are listed.
@@ -336,7 +337,7 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         ev_chunk=np.full(n, -1, np.int64), ev_final=np.zeros(n, np.int64),
         ch_lo=np.zeros(s, np.int64), ch_hi=np.full(s, -1, np.int64), ch_off=np.zeros(s, np.int64),
         ch_buf=np.full(s, -1, np.int64), active=np.zeros(s, np.int64), ch_rank=np.full(s, -1, np.int64),
-        rank_bits=np.zeros(s // 64 + 1, np.int64),
+        rank_bits=np.zeros(s // 64 + 1 + s // 4096 + 1, np.int64),
         cp_start=np.zeros(s + n, np.int64), cp_done=np.zeros(s + n, np.int64), cp_bytes=np.zeros(s + n),
         cp_kind=np.full(s + n, -1, np.int64), cp_first=np.full(t + 1, -1, np.int64),
         cp_next=np.full(s + n, -1, np.int64), cp_flight=np.zeros(t + 3, np.int64),
@@ -871,13 +872,15 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
 def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
     """:func:`live_chunks` over index buckets ``k0..k1`` without sorting the chunks merged into
     ``active``: each sets the bit of its place there (``ch_rank``, in offset then id order) in
-    ``rank_bits``, and reading the set bits in order lists them by offset, in time linear in the
-    chunks met plus the places spanned / 64. Those opened since the last merge (``ch_rank`` -1)
-    are sorted by (offset, id), kept at the end of ``ids``, and merged in."""
+    ``rank_bits``, and the bit of that word in a summary after them, and reading the set bits in
+    order (the summary's, then their words') lists them by offset, in time linear in the chunks
+    met plus the places spanned / 4096. Those opened since the last merge (``ch_rank`` -1) are
+    sorted by (offset, id), kept at the end of ``ids``, and merged in."""
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
     rank, bits = state.ch_rank, state.rank_bits
     size = np.int64(ids.shape[0])
+    top = rank.shape[0] // 64 + 1  # the summary's first word (after S // 64 + 1 words of ranks)
     n_tail = 0
     r_lo = size
     r_hi = np.int64(-1)
@@ -895,6 +898,7 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
             r = rank[c]
             if r >= 0:
                 bits[r >> 6] |= np.int64(1) << (r & 63)
+                bits[top + (r >> 12)] |= np.int64(1) << ((r >> 6) & 63)
                 if r < r_lo:
                     r_lo = r
                 if r > r_hi:
@@ -919,21 +923,24 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
         ids[j + 1] = c
     m = 0
     if r_hi >= 0:
-        for wd in range(r_lo >> 6, (r_hi >> 6) + 1):
-            x = bits[wd]
-            if x == 0:
-                continue
-            bits[wd] = 0
-            while x != 0:
-                c = active[(wd << 6) + trailing_zeros(x)]
-                x &= x - 1
-                oc = ch_off[c]
-                while t < size and (ch_off[ids[t]] < oc or (ch_off[ids[t]] == oc and ids[t] < c)):
-                    ids[m] = ids[t]
+        for sw in range(top + (r_lo >> 12), top + (r_hi >> 12) + 1):
+            y = bits[sw]
+            bits[sw] = 0
+            while y != 0:
+                wd = ((sw - top) << 6) + trailing_zeros(y)
+                y &= y - 1
+                x = bits[wd]
+                bits[wd] = 0
+                while x != 0:
+                    c = active[(wd << 6) + trailing_zeros(x)]
+                    x &= x - 1
+                    oc = ch_off[c]
+                    while t < size and (ch_off[ids[t]] < oc or (ch_off[ids[t]] == oc and ids[t] < c)):
+                        ids[m] = ids[t]
+                        m += 1
+                        t += 1
+                    ids[m] = c
                     m += 1
-                    t += 1
-                ids[m] = c
-                m += 1
     while t < size:
         ids[m] = ids[t]
         m += 1
