@@ -247,23 +247,36 @@ def test_level_cover_never_cuts_a_state_with_a_completion(seed):
     state with a completion, so the level covers must pass it, and a rectangle that the
     completion puts at its current lowest offset must not be ruled out there."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(2, 6))
-    start = rng.integers(0, 4, n)
-    end = start + rng.integers(0, 3, n)
-    size = rng.integers(1, 3, n)
-    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    n, start, end, size, cap = tight_instance(rng, (2, 6), 2)
     choices = [range(cap - size[b] + 1) for b in range(n)]
     packings = [p for p in itertools.product(*choices) if valid(start, end, size, cap, p)]
     for offsets in packings[:40]:
-        rank = rng.permutation(n)
-        dropped, order = canonical_prefixes(start, end, size, offsets, rank)
-        for k in range(1, n):
-            state = np.full(n, -1, dtype=np.int64)
-            state[order[:k]] = dropped[order[:k]]
-            ok, bad, low = cover_state(start, end, size, cap, state)
-            assert ok, (start, end, size, cap, state, dropped)
-            for b in order[k:]:
-                assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
+        assert_prefixes_pass(start, end, size, cap, offsets, rng.permutation(n))
+
+
+def tight_instance(rng, n_range, max_size):
+    """A random tiny instance over ops 0-6 at its peak live size (zero slack where it peaks):
+    ``(n, start, end, size, cap)``."""
+    n = int(rng.integers(*n_range))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, max_size + 1, n)
+    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    return n, start, end, size, cap
+
+
+def assert_prefixes_pass(start, end, size, cap, offsets, rank):
+    """Every canonical prefix of the packing ``offsets`` (in ``rank`` order) passes the cover
+    state's checks, and no rectangle still to place is barred from its own offset."""
+    n = len(size)
+    dropped, order = canonical_prefixes(start, end, size, offsets, rank)
+    for k in range(1, n):
+        state = np.full(n, -1, dtype=np.int64)
+        state[order[:k]] = dropped[order[:k]]
+        ok, bad, low = cover_state(start, end, size, cap, state)
+        assert ok, (start, end, size, cap, state, dropped)
+        for b in order[k:]:
+            assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
 
 
 def all_packings(start, end, size, cap, limit):
@@ -306,21 +319,9 @@ def test_gap_subset_sums_never_cut_a_state_with_a_completion(seed):
     wrong size for the rectangles that could fill it (the subset-sum test of
     :func:`P._gaps_fillable`): every canonical prefix of every packing must pass."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 7))
-    start = rng.integers(0, 4, n)
-    end = start + rng.integers(0, 3, n)
-    size = rng.integers(1, 7, n)
-    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    n, start, end, size, cap = tight_instance(rng, (3, 7), 6)
     for offsets in all_packings(start, end, size, cap, 30):
-        rank = rng.permutation(n)
-        dropped, order = canonical_prefixes(start, end, size, offsets, rank)
-        for k in range(1, n):
-            state = np.full(n, -1, dtype=np.int64)
-            state[order[:k]] = dropped[order[:k]]
-            ok, bad, low = cover_state(start, end, size, cap, state)
-            assert ok, (start, end, size, cap, state, dropped)
-            for b in order[k:]:
-                assert not (dropped[b] == low[b] and bad[b]), (start, end, size, cap, state, dropped, b)
+        assert_prefixes_pass(start, end, size, cap, offsets, rng.permutation(n))
 
 
 def test_gap_subset_sum_proves_a_dead_state():
