@@ -182,8 +182,9 @@ def training_budgets(root: Path = HERE) -> list[str]:
                   else f"{e['env_steps']:,} moves in {e['episodes']:,} games")
         before = (f" after {e['init_elapsed_s'] / 60:.0f} minutes of the run it started from (`--init`)"
                   if e.get("init_elapsed_s") else "")
-        head = (f", then {_head_s(log.parent) / 60:.0f} minutes of its departure head's labels and fit (`{folder}/head.json`)"
-                if _head_s(log.parent) else "")
+        head_s = _head_s(log.parent)
+        head = (f", then {head_s / 60:.0f} minutes of its departure head's labels and fit (`{folder}/head.json`)"
+                if head_s else "")
         lines.append(f"- [`{folder}`]({PREFIX}{folder}/): {e['elapsed_s'] / 60:.0f} minutes of wall-clock training{before}, "
                      f"{played}, {e['train_steps']:,} updates (`{folder}/train-log.jsonl`){head}")
     for record in sorted(root.glob("**/train.json")):

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
-
-import math
 
 import numpy as np
 
@@ -89,8 +88,7 @@ def generated(lo: int, hi: int, train) -> list:
     (module docstring)."""
     from mallocgym.agents.muzero.source import make_generator
 
-    t = train
-    gen = make_generator(t.generator_preset, t.generator_families, t.generator_buffers)
+    gen = make_generator(train.generator_preset, train.generator_families, train.generator_buffers)
     return [gen(np.random.default_rng([7, i])) for i in range(lo, hi)]
 
 

@@ -65,11 +65,16 @@ def _label(task: tuple[str, int, str]) -> str:
     return f"{i} {scenario.name}: {len(inputs)} departures, {time.perf_counter() - start:.1f} s"
 
 
+def _label_seconds(path: Path) -> float:
+    """The labelling runs' wall seconds so far in ``path`` (a data folder's ``time.json``), 0 if none."""
+    return json.loads(path.read_text())["label_s"] if path.is_file() else 0.0
+
+
 def _add_time(path: Path, label_s: float) -> None:
     """Add a labelling run's wall seconds to ``path`` (the data folder's ``time.json``)."""
-    before = json.loads(path.read_text())["label_s"] if path.is_file() else 0.0
+    total = _label_seconds(path) + label_s
     with atomic_write(path, "w") as handle:
-        json.dump({"label_s": before + label_s}, handle)
+        json.dump({"label_s": total}, handle)
 
 
 def load_data(folder: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -159,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.selection:
         extra["selection"] = args.selection
     path = save_checkpoint(args.out, net=net, config=config, progress=payload.get("progress"), extra=extra)
-    times = Path(args.data) / "time.json"
-    label_s = json.loads(times.read_text())["label_s"] if times.is_file() else 0.0
+    label_s = _label_seconds(Path(args.data) / "time.json")
     with atomic_write(Path(args.out) / "head.json", "w") as handle:   # the leaderboard's training budget reads it
         json.dump({"label_s": label_s, "fit_s": time.perf_counter() - start, "departures": len(y)}, handle, indent=1)
     print(f"{path}: head fitted on {len(y)} departures, threshold {args.threshold:g}")

@@ -283,7 +283,7 @@ def muzero_factory(kind: str, arg: str | None) -> MuZeroAgent:
     path, options, overrides = _parse(kind, arg)
     net, config, payload = load_network(path)
     state = payload.get("extra", {}).get("departure_head")
-    if state is None and any(o.startswith("simulator.head_threshold=") for o in overrides):
+    if state is None and any(o.startswith(_OPTIONS["head"][0] + "=") for o in overrides):
         raise ValueError(f"agent {kind}:{arg}: head= applies to a checkpoint with a departure head; {path} has none")
     try:
         config = config.with_overrides(overrides)
