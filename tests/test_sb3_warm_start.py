@@ -123,6 +123,28 @@ def test_xla_tag_starts_as_the_untagged_network_and_separates_xla_offsets():
     assert not np.isclose(scores[1], scores[2]) and np.allclose(scores[2:1 + k], scores[2])
 
 
+def test_xla_hint_lets_the_clone_play_xla_exactly():
+    """With env.xla_hint (obs["xla_action"] read as one more row column) the same warm start as
+    above plays XLA's move on every held-out position, where the tagged policy without it gets
+    about 0.86; the config refuses the hint on v0."""
+    env = cfg.EnvConfig(n_candidates=4, n_next=3, memory_bins=(8, 8), version="v1", n_starts=2, xla_hint=True)
+    assert env.env_kwargs()["xla_hint"] is True and "xla_hint" not in ENV.env_kwargs()
+    workload = TinyPrograms()
+    demos = collect_xla_msa(dict(env.env_kwargs(), workload=workload), 40, seed=0, gamma=0.95)
+    assert "xla_action" in demos.obs
+    config = cfg.MaskablePPOConfig(n_envs=1, vec="dummy", env=env,
+                                   policy=cfg.PolicyConfig(hidden=32, memory_pool=4, xla_tag=True),
+                                   n_steps=32, batch_size=32, n_epochs=1)
+    venv = make_vec_env("dummy", 1, dict(env.env_kwargs(), workload=workload), seed=0, version="v1")
+    model = checkpoint.build_model("maskable_ppo", config, venv, seed=0)
+    summary = clone(model, demos, epochs=40, value_weight=0.5, max_grad_norm=0.5, seed=0, batch_size=64)
+    assert summary["heldout_accuracy"] == 1.0
+    with pytest.raises(ValueError, match="xla_hint shows MallocGame-v1's XLA choice; v0 has none"):
+        cfg.EnvConfig(xla_hint=True)
+    with pytest.raises(ValueError, match="xla_hint must be true or false"):
+        cfg.EnvConfig(version="v1", xla_hint="yes")
+
+
 def _run(out, *extra, algo="maskable_ppo", env="v1"):
     from mallocgym.cli import main as cli_main
 

@@ -113,10 +113,35 @@ def test_invalid_action_modes_and_actions_outside_the_space():
     ({"ratios": (0.8, 1.5)}, ValueError, r"three positive numbers"),
     ({"order": "nope"}, ValueError, r"order must be one of"),
     ({"capacity": True}, TypeError, r"capacity must be an integer"),
+    ({"xla_hint": 1}, ValueError, r"xla_hint must be True or False, got 1"),
 ])
 def test_bad_arguments_name_the_argument(kwargs, error, text):
     with pytest.raises(error, match=text):
         MallocGameV1Env(SCENARIO, **kwargs)
+
+
+def test_xla_hint_marks_msa_action_at_every_decision_and_nothing_at_the_end():
+    """xla_hint=True adds obs["xla_action"], one-hot at msa_action (in the space, the same along a
+    game whatever is played); without it the observation is unchanged."""
+    hinted, plain = MallocGameV1Env(SCENARIO, xla_hint=True), MallocGameV1Env(SCENARIO)
+    assert "xla_action" in hinted.observation_space.spaces and "xla_action" not in plain.observation_space.spaces
+    rng = np.random.default_rng(0)
+    obs, _ = hinted.reset(seed=0)
+    plain_obs, _ = plain.reset(seed=0)
+    done, seen = False, set()
+    while not done:
+        assert hinted.observation_space.contains(obs) and set(obs) == set(plain_obs) | {"xla_action"}
+        hint = obs.pop("xla_action")
+        assert hint.sum() == 1.0 and int(hint.argmax()) == hinted.msa_action() and obs["action_mask"][hint.argmax()]
+        for key in obs:
+            np.testing.assert_array_equal(obs[key], plain_obs[key])
+        seen.add(int(hint.argmax()))
+        # half the time another legal move, so the hint follows the game actually played
+        legal = np.flatnonzero(obs["action_mask"])
+        action = int(rng.choice(legal)) if rng.random() < 0.5 else hinted.msa_action()
+        obs, _, done, _, _ = hinted.step(action)
+        plain_obs, *_ = plain.step(action)
+    assert not obs["xla_action"].any() and len(seen) >= 2
 
 
 def test_render_modes():

@@ -103,6 +103,8 @@ class MallocGameV1Env(ScenarioEnv):
     - ``"progress"`` ``(6,)``:
       {progress}
     - ``"action_mask"`` ``(n_actions,)`` int8.
+    - ``"xla_action"`` ``(n_actions,)`` (only with ``xla_hint=True``): 1 at :meth:`msa_action`,
+      XLA's own choice, 0 elsewhere (all 0 at the end): a policy can learn a residual over XLA.
 
     ## Rewards
 
@@ -130,7 +132,8 @@ class MallocGameV1Env(ScenarioEnv):
     ``order``, ``invalid_action``, ``split``, ``suite_name``, ``render_mode``), plus ``n_starts``
     ``J`` (4) and ``ratios`` (the prefetch picker's min / preferred / max overlap-to-copy
     ratios, MSA's test values ``(0.8, 1.5, 10)``). ``order``: ``"boundedness"`` (MSA's,
-    default), ``"start"`` or ``"size"``.
+    default), ``"start"`` or ``"size"``. ``xla_hint`` (False): add ``"xla_action"`` to the
+    observation.
 
     ## Version History
 
@@ -155,7 +158,11 @@ class MallocGameV1Env(ScenarioEnv):
         split: str = "train",
         suite_name: str = "default",
         render_mode: str | None = None,
+        xla_hint: bool = False,
     ):
+        if not isinstance(xla_hint, bool):
+            raise ValueError(f"xla_hint must be True or False, got {xla_hint!r}")
+        self.xla_hint = xla_hint
         self.k = check_int(n_candidates, "n_candidates", low=1, high=_MAX_CANDIDATES)
         self.j = check_int(n_starts, "n_starts", low=1, high=4)
         self.n_next = check_int(n_next, "n_next", low=1, high=_MAX_CANDIDATES)
@@ -172,7 +179,7 @@ class MallocGameV1Env(ScenarioEnv):
         self.action_space = spaces.Discrete(self.n_actions)
         a_bins, t_bins = self.memory_bins
         unit = dict(low=0.0, high=1.0, dtype=np.float32)
-        self.observation_space = spaces.Dict({
+        entries = {
             "buffer": spaces.Box(shape=(len(BUFFER_FEATURES),), **unit),
             "segment": spaces.Box(shape=(len(SEGMENT_FEATURES),), **unit),
             "actions": spaces.Box(shape=(self.n_actions * len(ACTION_FEATURES),), **unit),
@@ -180,7 +187,10 @@ class MallocGameV1Env(ScenarioEnv):
             "memory": spaces.Box(shape=(2 * a_bins * t_bins,), **unit),
             "progress": spaces.Box(shape=(len(PROGRESS_FEATURES),), **unit),
             "action_mask": spaces.MultiBinary(self.n_actions),
-        })
+        }
+        if xla_hint:
+            entries["xla_action"] = spaces.Box(shape=(self.n_actions,), **unit)
+        self.observation_space = spaces.Dict(entries)
         _jit.announce_compile((v1.current_time, v1_obs.observe))
         self._start(self._compile(self._scenarios[0]))
 
@@ -296,9 +306,14 @@ class MallocGameV1Env(ScenarioEnv):
 
     def _observation(self) -> dict[str, np.ndarray]:
         o = self._obs
-        return {"buffer": o.buffer.copy(), "segment": o.segment.copy(), "actions": o.actions.reshape(-1).copy(),
-                "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
-                "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
+        obs = {"buffer": o.buffer.copy(), "segment": o.segment.copy(), "actions": o.actions.reshape(-1).copy(),
+               "next": o.next.reshape(-1).copy(), "memory": o.memory.reshape(-1).copy(),
+               "progress": o.progress.copy(), "action_mask": o.action_mask.copy()}
+        if self.xla_hint:
+            obs["xla_action"] = np.zeros(self.n_actions, np.float32)
+            if not self._done:
+                obs["xla_action"][self._table.msa_action[0]] = 1.0
+        return obs
 
     def _table_shapes(self) -> dict[str, tuple[int, ...]]:
         """``structured``'s shapes: ``actions [n_actions, 6]``, ``next [L, 7]``, ``memory [2, A, B]``."""
@@ -378,7 +393,7 @@ class MallocGameV1Env(ScenarioEnv):
         return "\n".join(lines) + "\n"
 
     def _repr_fields(self) -> str:
-        return f"K={self.k}, J={self.j}"
+        return f"K={self.k}, J={self.j}" + (", xla_hint=True" if self.xla_hint else "")
 
 
 MallocGameV1Env.__doc__ = MallocGameV1Env.__doc__.format(

@@ -78,6 +78,9 @@ class EnvConfig:
         (MallocGame-v1, per-use decisions with prefetch). A trained agent plays only this one.
       n_starts: ``J``, prefetch start times per decision (MallocGame-v1 only, ``1..4``; ``None``
         means the env's default, 4). Must be ``None`` on v0, which has no prefetches.
+      xla_hint: MallocGame-v1 only: the observation gains ``"xla_action"`` (1 at XLA's own
+        choice, ``MallocGameV1Env(xla_hint=True)``), which the ``"set"`` extractor reads as one
+        more column of every action row, so the policy can learn a residual over XLA.
     """
 
     n_candidates: int = 16
@@ -87,9 +90,15 @@ class EnvConfig:
     invalid_action: str = "skip"
     version: str = "v0"
     n_starts: int | None = None
+    xla_hint: bool = False
 
     def __post_init__(self):
         _integers(self, "n_candidates", "n_next")
+        if not isinstance(self.xla_hint, bool):
+            raise ValueError(f"EnvConfig.xla_hint must be true or false, got {self.xla_hint!r}")
+        if self.xla_hint and self.version != "v1":
+            raise ValueError(f"EnvConfig.xla_hint shows MallocGame-v1's XLA choice; {self.version} has none "
+                             f"(set env.version=v1 or env.xla_hint=false)")
         for name in ("n_candidates", "n_next"):
             if getattr(self, name) > MAX_CANDIDATES:
                 raise ValueError(f"EnvConfig.{name} must be <= {MAX_CANDIDATES} (the env's own bound), "
@@ -123,6 +132,8 @@ class EnvConfig:
                       order=self.order, invalid_action=self.invalid_action)
         if self.version == "v1":
             kwargs["n_starts"] = self.starts
+        if self.xla_hint:
+            kwargs["xla_hint"] = True
         return kwargs
 
     @property

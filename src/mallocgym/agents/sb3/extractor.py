@@ -33,7 +33,9 @@ logits the same way (tested). With ``xla_tag=True`` one more tag column marks th
 XLA's own offset (``FAST`` ``i = 0``, XLA MSA's look-ahead best fit, and ``PREFETCH`` ``j = 0,
 i = 0``, XLA's start and offset), which the other features do not tell from the other offsets
 (without it a policy cannot learn to play XLA's moves: it picks the right kind but not XLA's
-offset); then only the offsets ``i >= 1`` permute freely::
+offset); then only the offsets ``i >= 1`` permute freely. An env built with ``xla_hint=True``
+adds ``obs["xla_action"]`` (1 at XLA's own choice), read as one more column of each row, which
+tells the policy which of those moves XLA plays::
 
     c   = MLP(buffer, segment, progress, next, avgpool(memory image))
     h_a = MLP(action row a, tag(a), c)       for every action a (1 + K + J*K rows)
@@ -172,7 +174,8 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
         self.pool = nn.AdaptiveAvgPool2d(int(memory_pool))
         self.context = _mlp(n_context + 2 * int(memory_pool) ** 2, self.hidden)
         n_tag = 0 if tags is None else tags.shape[1]
-        self.candidate = _mlp(n_feat + n_tag + self.hidden, self.hidden)
+        self.hint = "xla_action" in observation_space.spaces  # MallocGameV1Env(xla_hint=True): one more row column
+        self.candidate = _mlp(n_feat + n_tag + int(self.hint) + self.hidden, self.hidden)
         if tags is not None:
             self.register_buffer("tags", th.as_tensor(tags), persistent=False)
         else:
@@ -196,6 +199,8 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
         if self.tags is not None:
             parts.append(self.tags.unsqueeze(0).expand(batch, -1, -1))
         parts.append(context.unsqueeze(1).expand(batch, self.n_rows, self.hidden))
+        if self.hint:
+            parts.append(obs["xla_action"].unsqueeze(2))
         x = th.cat(parts, dim=2)
         if self.xla_weight is None:
             h = self.candidate(x)
