@@ -340,6 +340,59 @@ def test_gap_subset_sum_proves_a_dead_state():
         assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
 
 
+# ------------------------------------------------------------------------------------ twins
+def test_stacked_twins_lie_largest_first():
+    """Twins (same ops, same highest top): A [0,1] 1 unit and B [0,1] 2 units in 3. Both
+    A 0, B 1 and B 0, A 2 pack; the search never puts the larger B directly on A, so it finds
+    the second. With A's highest offset 0 they are not twins (highest tops 1 and 3), and A 0,
+    B 1 is the only packing: found. A third twin C of 2 units (capacity 5): it and B must be
+    stacked, B (the lower index at equal size) below C."""
+    part = P._Part.make(np.arange(2), np.array([0, 0]), np.array([1, 1]), np.array([1, 2]), np.array([2, 1]), 3)
+    assert part.twin_rank.tolist() == [1, 0]
+    got = P.pack([0, 0], [1, 1], [1, 2], 3, time_limit_s=5)
+    assert got.status == "optimal" and got.offsets.tolist() == [2, 0]
+    part = P._Part.make(np.arange(2), np.array([0, 0]), np.array([1, 1]), np.array([1, 2]), np.array([0, 1]), 3)
+    assert part.twin_rank.tolist() == [-1, -1]
+    got = P.pack([0, 0], [1, 1], [1, 2], 3, max_offset=[0, 1], time_limit_s=5)
+    assert got.status == "optimal" and got.offsets.tolist() == [0, 1]
+    got = P.pack([0, 0, 0], [1, 1, 1], [1, 2, 2], 5, time_limit_s=5)
+    assert got.status == "optimal" and got.offsets.tolist() == [4, 0, 2]
+
+
+def brute_feasible(start, end, size, cap, max_offset) -> bool:
+    """Whether every rectangle fits at some offset in ``[0, min(max_offset, cap - size)]``."""
+    choices = [range(min(int(max_offset[b]), cap - int(size[b])) + 1) for b in range(len(size))]
+    return any(valid(start, end, size, cap, p) for p in itertools.product(*choices))
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_twin_order_decides_like_brute_force(seed):
+    """Instances made mostly of twins (few distinct intervals, sizes 1-3, capacity at or just
+    below the peak, some highest offsets lowered so that twins differ in their highest top):
+    ``pack`` (restarts, shared failed states) and single plain and ``/t`` runs decide each one
+    as brute force does."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    start = rng.integers(0, 3, n)
+    end = start + rng.integers(0, 2, n)
+    size = rng.integers(1, 4, n)
+    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(5))
+    cap = max(peak - int(rng.integers(0, 2)), int(size.max()))
+    maxoff = cap - size
+    lowered = rng.random(n) < 0.3
+    maxoff[lowered] = rng.integers(0, maxoff[lowered] + 1)
+    truth = brute_feasible(start, end, size, cap, maxoff)
+    got = P.pack(start, end, size, cap, max_offset=maxoff, time_limit_s=5)
+    assert got.status == ("optimal" if truth else "infeasible")
+    if truth:
+        assert valid(start, end, size, cap, got.offsets) and np.all(got.offsets <= maxoff)
+    part = P._Part.make(np.arange(n), start, end, size, np.minimum(maxoff, cap - size), cap)
+    for name in ("TWA", "ZWA/t", "RST"):
+        found = P._solve_part(part, name, None, [10**9], float("inf"))
+        assert (found is not None) == truth, name
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):

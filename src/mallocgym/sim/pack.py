@@ -129,6 +129,26 @@ def _sections(start, end):
     return s0, s1, max(len(points) - 1, 0)
 
 
+def _twin_rank(s0, s1, size, maxoff) -> np.ndarray:
+    """Each rectangle's rank among its *twins* (the rectangles spanning the same sections with the
+    same highest top ``max_offset + size``, so that two stacked twins can swap places), by
+    size, largest first, then index; -1 for a rectangle without twins."""
+    n = size.size
+    rank = np.full(n, -1, dtype=np.int64)
+    ceil = maxoff + size
+    order = np.lexsort((np.arange(n), -size, ceil, s1, s0))
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and s0[order[j + 1]] == s0[order[i]] and s1[order[j + 1]] == s1[order[i]] \
+                and ceil[order[j + 1]] == ceil[order[i]]:
+            j += 1
+        if j > i:
+            rank[order[i:j + 1]] = np.arange(j - i + 1)
+        i = j + 1
+    return rank
+
+
 def components(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
     """The connected components of the interval graph (rectangles whose live intervals chain
     together), each as sorted indices; components are disjoint in time."""
@@ -418,11 +438,31 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 
 @njit(cache=True)
+def _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
+    """Whether ``b`` would lie directly on a twin ``a`` (same sections and highest top, ``a`` the
+    last placed in them and ``b``'s lowest offset ``a``'s top) that comes after it in the twins'
+    order ``kr`` (by size, largest first, then index). Never needed: two stacked twins can swap
+    places (the same sections, the same union of addresses under the same highest top,
+    nothing else moves). Take the packing with the
+    least ``sum(size[b]**2 * offset[b])`` and then the fewest pairs of stacked equal-sized twins
+    out of index order: it is canonical (a rectangle that could drop would lower the sum), the
+    dominance rule never cuts its path (moving the dominating rectangle down lowers it too),
+    and its stacked twins are in order, as swapping a smaller ``a`` below a larger ``b`` changes
+    the sum by ``size[a] * size[b] * (size[a] - size[b]) < 0``."""
+    if kr[b] < 0:
+        return False
+    a = topi[s0[b]]
+    if a < 0 or kr[a] < kr[b] or s0[a] != s0[b] or s1[a] != s1[b] or maxoff[a] + size[a] != maxoff[b] + size[b]:
+        return False
+    return off[a] + size[a] == low[b]
+
+
+@njit(cache=True)
 def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx, sb, sptr):
+            cv_ptr, cv_idx, sb, sptr, kr, topi, flog_t):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -441,6 +481,11 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     tight section with the fewest such; none: the node is dead), whatever their preorder.
     ``tp[depth]`` is then the preorder of the last rectangle placed by the ordinary rule at
     the current offset (-1: none), ``fz[depth]`` 1 at such a forced node.
+
+    *Twins* (decision mode): rectangles spanning the same sections (``kr[b] >= 0``: ``b``'s rank
+    among them by size, largest first, then index; -1 for a rectangle with no twin) may lie
+    directly on each other only in that order, upwards (:func:`_twin_blocked`; ``topi[s]``: the
+    last rectangle placed in section ``s``, -1 for none, logged in ``flog_t``).
     """
     n = size.size
     nsec = floor.size
@@ -522,6 +567,15 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if total[s] > 0:
                         lv = floor[s] if floor[s] > o else o
                         x = _mix(np.uint64(s) + np.uint64(0x1B873593)) ^ np.uint64(lv)
+                        t = topi[s]
+                        if t >= 0 and kr[t] >= 0 and s == s0[t]:
+                            # a twin on top that bars an unplaced twin lying on it (_twin_blocked)
+                            for q in range(sptr[s], sptr[s + 1]):
+                                f = sb[q]
+                                if off[f] < 0 and s1[f] == s1[t] and kr[f] < kr[t] and low[f] == off[t] + size[t] \
+                                        and maxoff[f] + size[f] == maxoff[t] + size[t]:
+                                    x ^= _mix(np.uint64(t) + np.uint64(0x7F4A7C15))
+                                    break
                         h1 ^= _mix(x + np.uint64(0x85EBCA6B))
                         h2 ^= _mix(x + np.uint64(0xC2B2AE35))
                 nh[depth, 0] = h1
@@ -629,7 +683,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 for s in range(nsec):
                     tcnt[s] = 0
                 for b in range(n):
-                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0:
+                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0 \
+                            and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
                         for s in range(s0[b], s1[b]):
                             if tlev[s] == m_min:
                                 tcnt[s] += 1
@@ -662,14 +717,15 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 lv = tlev[forced_s]
                 for b in range(n):
                     if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b] \
-                            and bad[b] == 0:
+                            and bad[b] == 0 and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
                         keys[m] = pre[b]
                         cand[m] = b
                         m += 1
             else:
                 for i in range(k):
                     b = cand[i]
-                    if low[b] < min_height and bad[b] == 0:
+                    if low[b] < min_height and bad[b] == 0 \
+                            and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
                         keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
                         cand[m] = b
                         m += 1
@@ -733,6 +789,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lcount = lptr[depth]
             for j in range(fcount - 1, fptr[depth] - 1, -1):
                 floor[flog_s[j]] = flog_v[j]
+                topi[flog_s[j]] = flog_t[j]
             fcount = fptr[depth]
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
@@ -777,6 +834,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
         for s in range(s0[c], s1[c]):
             flog_s[fcount] = s
             flog_v[fcount] = floor[s]
+            flog_t[fcount] = topi[s]
+            topi[s] = c
             fcount += 1
             floor[s] = top
             total[s] -= size[c]
@@ -792,6 +851,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lcount = start_l
             for j in range(fcount - 1, start_f - 1, -1):
                 floor[flog_s[j]] = flog_v[j]
+                topi[flog_s[j]] = flog_t[j]
             fcount = start_f
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
@@ -866,6 +926,7 @@ class _Part:
     cv_idx: np.ndarray
     sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
     sptr: np.ndarray
+    twin_rank: np.ndarray  # rank among the rectangles spanning the same sections (largest first, then index); -1: none
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -886,7 +947,7 @@ class _Part:
         sb = np.argsort(s0, kind="stable").astype(np.int64)
         sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
         return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
-                   cv_ptr, cv_idx, sb, sptr)
+                   cv_ptr, cv_idx, sb, sptr, _twin_rank(s0, s1, sz, maxoff[ids]))
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -951,6 +1012,9 @@ class _Run:
         spans = int((part.s1 - part.s0).sum()) + 1
         self.flog_s = np.zeros(spans, dtype=np.int64)
         self.flog_v = np.zeros(spans, dtype=np.int64)
+        self.flog_t = np.zeros(spans, dtype=np.int64)
+        self.topi = np.full(part.nsec, -1, dtype=np.int64)
+        self.kr = part.twin_rank if mode == 0 else np.full(n, -1, dtype=np.int64)
         self.cstore = np.zeros(max(8 * n, 16), dtype=np.int64)
         self.best_off = np.full(n, -1, dtype=np.int64)
         self.status = BUDGET
@@ -978,7 +1042,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx, p.sb, p.sptr)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, self.topi, self.flog_t)
         return self.status
 
 
