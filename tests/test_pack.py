@@ -151,6 +151,7 @@ def test_luby_sequence_and_restart_strategies():
     assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
     assert names == ["TWA/t", "RST/t", "TWA", "RST", "TWA@1/t", "RST@1/t", "TWA@1", "RST@1"]
+    assert P.TWINS == "r"  # only the round robin keeps stacked twins in order (``/s``)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -343,20 +344,23 @@ def test_gap_subset_sum_proves_a_dead_state():
 # ------------------------------------------------------------------------------------ twins
 def test_stacked_twins_lie_largest_first():
     """Twins (same ops, same highest top): A [0,1] 1 unit and B [0,1] 2 units in 3. Both
-    A 0, B 1 and B 0, A 2 pack; the search never puts the larger B directly on A, so it finds
-    the second. With A's highest offset 0 they are not twins (highest tops 1 and 3), and A 0,
-    B 1 is the only packing: found. A third twin C of 2 units (capacity 5): it and B must be
-    stacked, B (the lower index at equal size) below C."""
-    part = P._Part.make(np.arange(2), np.array([0, 0]), np.array([1, 1]), np.array([1, 2]), np.array([2, 1]), 3)
-    assert part.twin_rank.tolist() == [1, 0]
-    got = P.pack([0, 0], [1, 1], [1, 2], 3, time_limit_s=5)
-    assert got.status == "optimal" and got.offsets.tolist() == [2, 0]
-    part = P._Part.make(np.arange(2), np.array([0, 0]), np.array([1, 1]), np.array([1, 2]), np.array([0, 1]), 3)
-    assert part.twin_rank.tolist() == [-1, -1]
-    got = P.pack([0, 0], [1, 1], [1, 2], 3, max_offset=[0, 1], time_limit_s=5)
-    assert got.status == "optimal" and got.offsets.tolist() == [0, 1]
-    got = P.pack([0, 0, 0], [1, 1, 1], [1, 2, 2], 5, time_limit_s=5)
-    assert got.status == "optimal" and got.offsets.tolist() == [4, 0, 2]
+    A 0, B 1 and B 0, A 2 pack. Under a preorder that tries A first, a plain run finds A 0,
+    B 1; a run keeping twins in order (``/s``) never puts the larger B directly on A, so it
+    finds B 0, A 2. With A's highest offset 0 they are not twins (highest tops 1 and 3), and
+    A 0, B 1 is found under ``/s`` too. Three twins A, B, C of 1, 2, 2 units in 5: B (the
+    lower index at equal size) lies below C, and A on top."""
+    def run(size, cap, maxoff, name):
+        n = len(size)
+        part = P._Part.make(np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64),
+                            np.array(size), np.array(maxoff), cap)
+        part.preorders["A first"] = np.arange(n)  # rank 0 first: by index
+        return part.twin_rank.tolist(), P._solve_part(part, name, None, [10**6], float("inf")).tolist()
+
+    assert run([1, 2], 3, [2, 1], "A first") == ([1, 0], [0, 1])
+    assert run([1, 2], 3, [2, 1], "A first/s") == ([1, 0], [2, 0])
+    assert run([1, 2], 3, [0, 1], "A first/s") == ([-1, -1], [0, 1])
+    assert run([1, 2, 2], 5, [4, 3, 3], "A first/s") == ([2, 0, 1], [4, 0, 2])
+    assert run([1, 2, 2], 5, [4, 3, 3], "A first/ts") == ([2, 0, 1], [4, 0, 2])
 
 
 def brute_feasible(start, end, size, cap, max_offset) -> bool:
@@ -371,7 +375,7 @@ def test_twin_order_decides_like_brute_force(seed):
     """Instances made mostly of twins (few distinct intervals, sizes 1-3, capacity at or just
     below the peak, some highest offsets lowered so that twins differ in their highest top):
     ``pack`` (restarts, shared failed states) and single plain and ``/t`` runs decide each one
-    as brute force does."""
+    as brute force does, with stacked twins kept in order (``/s``) or not."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 7))
     start = rng.integers(0, 3, n)
@@ -388,7 +392,7 @@ def test_twin_order_decides_like_brute_force(seed):
     if truth:
         assert valid(start, end, size, cap, got.offsets) and np.all(got.offsets <= maxoff)
     part = P._Part.make(np.arange(n), start, end, size, np.minimum(maxoff, cap - size), cap)
-    for name in ("TWA", "ZWA/t", "RST"):
+    for name in ("TWA/s", "ZWA/ts", "RST/s", "TWA/t"):
         found = P._solve_part(part, name, None, [10**9], float("inf"))
         assert (found is not None) == truth, name
 

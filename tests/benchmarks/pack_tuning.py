@@ -49,7 +49,7 @@ def main(argv) -> None:
         chosen = HARD
     elif len(argv) > 1:
         want = {tuple(int(x) for x in a.split("/")) for a in argv[1:]}
-        chosen = [t for t in SET if (t[0], t[1]) in want]
+        chosen = [t for t in SET + HARD if (t[0], t[1]) in want]
     P.pack(*instance(32, 1, 0.0), time_limit_s=5.0)  # warm-up (numba cache)
     solved, nodes_solved, wall = 0, 0, 0.0
     for n, seed, removed in chosen:

@@ -95,6 +95,7 @@ TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 Mi
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
+TWINS = "r"  # the runs that keep stacked twins in order (/s): Luby's /t ones (t), its plain ones (p), the round robin (r)
 FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
 
@@ -438,18 +439,21 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 
 @njit(cache=True)
-def _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
+def _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
     """Whether ``b`` would lie directly on a twin ``a`` (same sections and highest top, ``a`` the
     last placed in them and ``b``'s lowest offset ``a``'s top) that comes after it in the twins'
-    order ``kr`` (by size, largest first, then index). Never needed: two stacked twins can swap
-    places (the same sections, the same union of addresses under the same highest top,
-    nothing else moves). Take the packing with the
-    least ``sum(size[b]**2 * offset[b])`` and then the fewest pairs of stacked equal-sized twins
-    out of index order: it is canonical (a rectangle that could drop would lower the sum), the
-    dominance rule never cuts its path (moving the dominating rectangle down lowers it too),
-    and its stacked twins are in order, as swapping a smaller ``a`` below a larger ``b`` changes
-    the sum by ``size[a] * size[b] * (size[a] - size[b]) < 0``."""
-    if kr[b] < 0:
+    order ``kr`` (by size, largest first, then index); always False when ``twins`` is 0 (the
+    run does not keep the order). Never needed: two stacked twins can swap places (the same
+    sections, the same union of addresses under the same highest top, nothing else moves).
+    Take the packing with the least ``sum(size[b]**2 * offset[b])`` and then the fewest pairs
+    of stacked equal-sized twins out of index order: it is canonical (a rectangle that could
+    drop would lower the sum), the dominance rule never cuts its path (moving the dominating
+    rectangle down lowers it too), and its stacked twins are in order, as swapping a smaller
+    ``a`` below a larger ``b`` changes the sum by ``size[a] * size[b] * (size[a] - size[b]) <
+    0``. So no state on its path is ever recorded as failed, by a run keeping the order or not,
+    and runs of both kinds can share one table (whose key names a twin on top that bars an
+    unplaced one, in every run)."""
+    if twins == 0 or kr[b] < 0:
         return False
     a = topi[s0[b]]
     if a < 0 or kr[a] < kr[b] or s0[a] != s0[b] or s1[a] != s1[b] or maxoff[a] + size[a] != maxoff[b] + size[b]:
@@ -458,7 +462,7 @@ def _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
 
 
 @njit(cache=True)
-def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
+def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
@@ -482,10 +486,11 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     ``tp[depth]`` is then the preorder of the last rectangle placed by the ordinary rule at
     the current offset (-1: none), ``fz[depth]`` 1 at such a forced node.
 
-    *Twins* (decision mode): rectangles spanning the same sections (``kr[b] >= 0``: ``b``'s rank
-    among them by size, largest first, then index; -1 for a rectangle with no twin) may lie
-    directly on each other only in that order, upwards (:func:`_twin_blocked`; ``topi[s]``: the
-    last rectangle placed in section ``s``, -1 for none, logged in ``flog_t``).
+    *Twins* (decision mode, ``twins`` 1): rectangles spanning the same sections with the same
+    highest top (``kr[b] >= 0``: ``b``'s rank among them by size, largest first, then index; -1
+    for a rectangle with no twin) may lie directly on each other only in that order, upwards
+    (:func:`_twin_blocked`; ``topi[s]``: the last rectangle placed in section ``s``, -1 for
+    none, logged in ``flog_t``).
     """
     n = size.size
     nsec = floor.size
@@ -684,7 +689,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     tcnt[s] = 0
                 for b in range(n):
                     if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0 \
-                            and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
+                            and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
                         for s in range(s0[b], s1[b]):
                             if tlev[s] == m_min:
                                 tcnt[s] += 1
@@ -717,7 +722,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 lv = tlev[forced_s]
                 for b in range(n):
                     if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b] \
-                            and bad[b] == 0 and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
+                            and bad[b] == 0 and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
                         keys[m] = pre[b]
                         cand[m] = b
                         m += 1
@@ -725,7 +730,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                 for i in range(k):
                     b = cand[i]
                     if low[b] < min_height and bad[b] == 0 \
-                            and not _twin_blocked(b, kr, topi, off, low, size, maxoff, s0, s1):
+                            and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
                         keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
                         cand[m] = b
                         m += 1
@@ -968,9 +973,9 @@ class _Run:
     """A resumable search over one part (state arrays + the kernel call)."""
 
     def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
-                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, tt=None):
+                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, twins: int = 0, tt=None):
         n = part.size.size
-        self.fmax = np.int64(fmax)
+        self.fmax, self.twins = np.int64(fmax), np.int64(twins)
         # failed states (decision mode), kept when the caller passes a table to share between
         # the runs on the same part; none (a 2-row stub) otherwise
         self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
@@ -1036,7 +1041,7 @@ class _Run:
         p = self.part
         off, low, floor, total, acc = self.state
         self.status, self.cstore = _search(
-            self.mode, self.corder, self.maxdisc, self.fmax, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
+            self.mode, self.corder, self.maxdisc, self.fmax, self.twins, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
             p.ov_ptr, p.ov_idx, self.pre,
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
@@ -1108,7 +1113,8 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
         if "tt" not in memo:
             memo["tt"] = np.zeros((TT_SIZE, 2), dtype=np.uint64)
         tt = memo["tt"]
-    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
+    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if "t" in flag else 1, twins=int("s" in flag),
+               tt=tt)
     while True:
         before = run.work
         status = run.step(max(min(CHUNK, budget[0]), 1))
@@ -1158,11 +1164,12 @@ def _luby(i: int) -> int:
 def strategy(i: int, preorders=PREORDERS) -> str:
     """The ``i``-th decision strategy of the restarts: each of ``preorders`` with branching on
     every tight section (``/t``), then each plain, then both again with perturbed keys
-    (``@k``), a new perturbation every round."""
+    (``@k``), a new perturbation every round; ``s`` among the flags (``TWINS``): stacked twins
+    kept in order (:func:`_twin_blocked`)."""
     m = len(preorders)
     base, k = preorders[i % m], i // m
-    tight = "" if k % 2 else "/t"
-    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
+    flags = ("" if k % 2 else "t") + ("s" if ("p" if k % 2 else "t") in TWINS else "")
+    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{'/' + flags if flags else ''}"
 
 
 def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
@@ -1171,7 +1178,7 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
     limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
     for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
     of the plain ``preorders`` under a doubling limit (for the instances that need a long search
-    under one order). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
+    under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
     (a run searched its whole tree) or ``("unknown", None, nodes)`` at the deadline."""
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
@@ -1185,7 +1192,7 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
             which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
             i += 1
         else:
-            which, name, limit = 1, preorders[k % len(preorders)], limit_rr
+            which, name, limit = 1, preorders[k % len(preorders)] + ("/s" if "r" in TWINS else ""), limit_rr
             k += 1
             if k % len(preorders) == 0:
                 limit_rr *= 2
