@@ -130,10 +130,11 @@ def _sections(start, end):
     return s0, s1, max(len(points) - 1, 0)
 
 
-def _twin_rank(s0, s1, size, maxoff) -> np.ndarray:
+def _twin_rank(s0, s1, size, maxoff) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each rectangle's rank among its *twins* (the rectangles spanning the same sections with the
     same highest top ``max_offset + size``, so that two stacked twins can swap places), by
-    size, largest first, then index; -1 for a rectangle without twins."""
+    size, largest first, then index (-1 for a rectangle without twins), and the CSR
+    ``(ptr, idx)`` of the twins before each one in that order."""
     n = size.size
     rank = np.full(n, -1, dtype=np.int64)
     ceil = maxoff + size
@@ -147,7 +148,12 @@ def _twin_rank(s0, s1, size, maxoff) -> np.ndarray:
         if j > i:
             rank[order[i:j + 1]] = np.arange(j - i + 1)
         i = j + 1
-    return rank
+    count = np.maximum(rank, 0)  # a twin's predecessors are the ``count`` before it in ``order``
+    ptr = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+    idx = np.empty(ptr[-1], dtype=np.int64)
+    for k, b in enumerate(order):
+        idx[ptr[b]:ptr[b + 1]] = order[k - count[b]:k]
+    return rank, ptr, idx
 
 
 def components(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
@@ -439,26 +445,30 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 
 @njit(cache=True)
-def _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
-    """Whether ``b`` would lie directly on a twin ``a`` (same sections and highest top, ``a`` the
-    last placed in them and ``b``'s lowest offset ``a``'s top) that comes after it in the twins'
-    order ``kr`` (by size, largest first, then index); always False when ``twins`` is 0 (the
-    run does not keep the order). Never needed: two stacked twins can swap places (the same
-    sections, the same union of addresses under the same highest top, nothing else moves).
-    Take the packing with the least ``sum(size[b]**2 * offset[b])`` and then the fewest pairs
-    of stacked equal-sized twins out of index order: it is canonical (a rectangle that could
-    drop would lower the sum), the dominance rule never cuts its path (moving the dominating
-    rectangle down lowers it too), and its stacked twins are in order, as swapping a smaller
-    ``a`` below a larger ``b`` changes the sum by ``size[a] * size[b] * (size[a] - size[b]) <
-    0``. So no state on its path is ever recorded as failed, by a run keeping the order or not,
-    and runs of both kinds can share one table (whose key names a twin on top that bars an
-    unplaced one, in every run)."""
-    if twins == 0 or kr[b] < 0:
-        return False
-    a = topi[s0[b]]
-    if a < 0 or kr[a] < kr[b] or s0[a] != s0[b] or s1[a] != s1[b] or maxoff[a] + size[a] != maxoff[b] + size[b]:
-        return False
-    return off[a] + size[a] == low[b]
+def _bar_twins(bad, kr, tw_ptr, tw_idx, topi, off, low, size, s0):
+    """Set ``bad[b]`` for each unplaced ``b`` that would lie directly on a twin ``t`` (same
+    sections and highest top; ``t`` the last placed in them, ``b``'s lowest offset ``t``'s top)
+    that comes after it in the twins' order ``kr`` (by size, largest first, then index; the
+    twins before ``t``: ``tw_idx[tw_ptr[t]:tw_ptr[t + 1]]``).
+
+    Never needed: two stacked twins can swap places (the same sections, the same union of
+    addresses under the same highest top, nothing else moves). Take the packing with the least
+    ``sum(size[b]**2 * offset[b])`` and then the fewest pairs of stacked equal-sized twins out of
+    index order: it is canonical (a rectangle that could drop would lower the sum), the
+    dominance rule never cuts its path (moving the dominating rectangle down lowers it too),
+    and its stacked twins are in order, as swapping a smaller ``a`` below a larger ``b`` changes
+    the sum by ``size[a] * size[b] * (size[a] - size[b]) < 0``. So no state on its path is ever
+    recorded as failed, by a run keeping the order or not, and runs of both kinds can share one
+    table (whose key names a twin on top that bars an unplaced one, in every run)."""
+    for s in range(topi.size):
+        t = topi[s]
+        if t < 0 or kr[t] <= 0 or s != s0[t]:
+            continue
+        top = off[t] + size[t]
+        for q in range(tw_ptr[t], tw_ptr[t + 1]):
+            f = tw_idx[q]
+            if off[f] < 0 and low[f] == top:
+                bad[f] = 1
 
 
 @njit(cache=True)
@@ -466,7 +476,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx, sb, sptr, kr, topi, flog_t):
+            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -489,7 +499,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
     *Twins* (decision mode, ``twins`` 1): rectangles spanning the same sections with the same
     highest top (``kr[b] >= 0``: ``b``'s rank among them by size, largest first, then index; -1
     for a rectangle with no twin) may lie directly on each other only in that order, upwards
-    (:func:`_twin_blocked`; ``topi[s]``: the last rectangle placed in section ``s``, -1 for
+    (:func:`_bar_twins`; ``topi[s]``: the last rectangle placed in section ``s``, -1 for
     none, logged in ``flog_t``).
     """
     n = size.size
@@ -526,6 +536,8 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             ntight = 0
             for b in range(n):
                 bad[b] = 0
+            if twins == 1 and mode == 0:
+                _bar_twins(bad, kr, tw_ptr, tw_idx, topi, off, low, size, s0)
             lvl0 = last_off if last_off > 0 else np.int64(0)
             if mode == 0 and depth < n:
                 # tight sections: level + what is left to place there == capacity
@@ -574,12 +586,13 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                         x = _mix(np.uint64(s) + np.uint64(0x1B873593)) ^ np.uint64(lv)
                         t = topi[s]
                         if t >= 0 and kr[t] >= 0 and s == s0[t]:
-                            # a twin on top that bars an unplaced twin lying on it (_twin_blocked)
-                            for q in range(sptr[s], sptr[s + 1]):
-                                f = sb[q]
-                                if off[f] < 0 and s1[f] == s1[t] and kr[f] < kr[t] and low[f] == off[t] + size[t] \
-                                        and maxoff[f] + size[f] == maxoff[t] + size[t]:
-                                    x ^= _mix(np.uint64(t) + np.uint64(0x7F4A7C15))
+                            # a twin on top that bars an unplaced twin lying on it (_bar_twins):
+                            # the first unplaced one before it in the order (all have one lowest offset)
+                            for q in range(tw_ptr[t], tw_ptr[t + 1]):
+                                f = tw_idx[q]
+                                if off[f] < 0:
+                                    if low[f] == off[t] + size[t]:
+                                        x ^= _mix(np.uint64(t) + np.uint64(0x7F4A7C15))
                                     break
                         h1 ^= _mix(x + np.uint64(0x85EBCA6B))
                         h2 ^= _mix(x + np.uint64(0xC2B2AE35))
@@ -688,8 +701,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                 for s in range(nsec):
                     tcnt[s] = 0
                 for b in range(n):
-                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0 \
-                            and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
+                    if off[b] < 0 and low[b] == m_min and low[b] <= maxoff[b] and bad[b] == 0:
                         for s in range(s0[b], s1[b]):
                             if tlev[s] == m_min:
                                 tcnt[s] += 1
@@ -722,15 +734,14 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                 lv = tlev[forced_s]
                 for b in range(n):
                     if off[b] < 0 and low[b] == lv and lv <= maxoff[b] and s0[b] <= forced_s and forced_s < s1[b] \
-                            and bad[b] == 0 and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
+                            and bad[b] == 0:
                         keys[m] = pre[b]
                         cand[m] = b
                         m += 1
             else:
                 for i in range(k):
                     b = cand[i]
-                    if low[b] < min_height and bad[b] == 0 \
-                            and not _twin_blocked(b, twins, kr, topi, off, low, size, maxoff, s0, s1):
+                    if low[b] < min_height and bad[b] == 0:
                         keys[m] = low[b] * (n + 1) + pre[b] if corder == 0 else pre[b]
                         cand[m] = b
                         m += 1
@@ -932,6 +943,8 @@ class _Part:
     sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
     sptr: np.ndarray
     twin_rank: np.ndarray  # rank among the rectangles spanning the same sections (largest first, then index); -1: none
+    tw_ptr: np.ndarray  # each rectangle's twins before it in that order (CSR, in order)
+    tw_idx: np.ndarray
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -952,7 +965,7 @@ class _Part:
         sb = np.argsort(s0, kind="stable").astype(np.int64)
         sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
         return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
-                   cv_ptr, cv_idx, sb, sptr, _twin_rank(s0, s1, sz, maxoff[ids]))
+                   cv_ptr, cv_idx, sb, sptr, *_twin_rank(s0, s1, sz, maxoff[ids]))
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -1047,7 +1060,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, self.topi, self.flog_t)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t)
         return self.status
 
 
@@ -1165,7 +1178,7 @@ def strategy(i: int, preorders=PREORDERS) -> str:
     """The ``i``-th decision strategy of the restarts: each of ``preorders`` with branching on
     every tight section (``/t``), then each plain, then both again with perturbed keys
     (``@k``), a new perturbation every round; ``s`` among the flags (``TWINS``): stacked twins
-    kept in order (:func:`_twin_blocked`)."""
+    kept in order (:func:`_bar_twins`)."""
     m = len(preorders)
     base, k = preorders[i % m], i // m
     flags = ("" if k % 2 else "t") + ("s" if ("p" if k % 2 else "t") in TWINS else "")
