@@ -147,6 +147,17 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
     assert P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 0], time_limit_s=5).status == "infeasible"
 
 
+def test_node_budget_stops_the_search_where_the_clock_would_not():
+    """``max_nodes`` bounds the nodes the failed-state table does not answer, whatever the
+    machine's speed: planted 128/2 needs thousands, so 100 leave it unknown, twice alike."""
+    scenario, _ = planted(2, n_buffers=128)
+    w = scenario.workload
+    args = (w.start, w.end, w.size, int(scenario.hardware.fast_capacity))
+    first, again = (P.pack(*args, time_limit_s=60, max_nodes=100) for _ in range(2))
+    assert first.status == again.status == "unknown"
+    assert first.nodes == again.nodes == 100
+
+
 def test_luby_sequence_and_restart_strategies():
     assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]

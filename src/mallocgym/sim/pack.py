@@ -39,14 +39,18 @@ is our own:
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
   there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
   unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
+* **Twins** (:func:`_bar_twins`). Rectangles over the same sections with the same highest top
+  can swap places when one lies directly on the other; the round robin's runs let one lie on
+  its twin only if it is no larger (larger below, equal sizes by index), which loses no
+  packing.
 * **Partitions.** Rectangles whose live intervals form separate connected components of the
   interval graph are packed apart (:func:`components`).
 * **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
   static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
-  preorders under a doubling limit (as MiniMalloc's solver does); every run skips the states
-  earlier runs on the part proved dead (one hashed table, keyed without the preorder); pieces
-  of a dynamic decomposition are memoised across runs.
+  preorders (keeping twins in order) under a doubling limit (as MiniMalloc's solver does);
+  every run skips the states earlier runs on the part proved dead (one hashed table, keyed
+  without the preorder); pieces of a dynamic decomposition are memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -95,7 +99,7 @@ TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 Mi
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
-TWINS = "r"  # the runs that keep stacked twins in order (/s): Luby's /t ones (t), its plain ones (p), the round robin (r)
+TWINS = "r"  # the runs keeping stacked twins in order (/s): Luby's /t (t), its plain ones (p), the round robin (r)
 FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
 
@@ -1185,14 +1189,16 @@ def strategy(i: int, preorders=PREORDERS) -> str:
     return f"{base}{'' if k < 2 else '@' + str(k // 2)}{'/' + flags if flags else ''}"
 
 
-def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
+def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tuple[str, np.ndarray | None, int]:
     """Two restart schedules sharing the nodes half and half (the next run comes from the one
     that has spent fewer): *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node
     limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
     for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
     of the plain ``preorders`` under a doubling limit (for the instances that need a long search
-    under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
-    (a run searched its whole tree) or ``("unknown", None, nodes)`` at the deadline."""
+    under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns
+    ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)`` (a run searched its whole
+    tree) or ``("unknown", None, nodes)`` at the deadline or after ``max_nodes`` nodes (those
+    the failed-state table does not answer)."""
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
@@ -1209,12 +1215,13 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
             k += 1
             if k % len(preorders) == 0:
                 limit_rr *= 2
+        limit = min(limit, max_nodes - spent[0] - spent[1])
         budget = [limit]
         try:
             local = _solve_part(part, name, None, budget, deadline, memo)
         except _Limit:
             spent[which] += limit - budget[0]
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline or spent[0] + spent[1] >= max_nodes:
                 return "unknown", None, spent[0] + spent[1]
             continue
         spent[which] += limit - budget[0]
@@ -1224,15 +1231,17 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
 
 
 def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
-         preorders=PREORDERS) -> PackResult:
+         preorders=PREORDERS, max_nodes: int | None = None) -> PackResult:
     """Place *every* rectangle ``b`` (live over ``[start[b], end[b]]``, ``size[b]`` units) in
     ``[0, capacity)`` with no two co-live rectangles sharing a unit, or prove it impossible.
 
     ``max_offset`` optionally lowers each rectangle's highest offset (default ``capacity -
     size``). Components of the interval graph are solved apart, each by a round robin of the
-    ``preorders`` with a doubling node limit; ``time_limit_s`` (> 0) bounds the whole call.
-    Returns :class:`PackResult` with status ``optimal`` (offsets set), ``infeasible`` or
-    ``unknown`` (the limit came first); sizes must be >= 1.
+    ``preorders`` with a doubling node limit; ``time_limit_s`` (> 0) bounds the whole call, and
+    ``max_nodes`` (optional) its nodes (those the failed-state table does not answer), for runs
+    that do not depend on the machine's speed. Returns :class:`PackResult` with status
+    ``optimal`` (offsets set), ``infeasible`` or ``unknown`` (a limit came first); sizes must
+    be >= 1.
     """
     begin = time.perf_counter()
     start, end, size, cap, maxoff = _check(start, end, size, capacity, max_offset, time_limit_s)
@@ -1241,7 +1250,7 @@ def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: floa
     nodes = 0
     for ids in components(start, end):
         part = _Part.make(ids, start, end, size, maxoff, cap)
-        status, local, used = _decide(part, deadline, preorders)
+        status, local, used = _decide(part, deadline, preorders, BIG if max_nodes is None else max_nodes - nodes)
         nodes += used
         if status != "optimal":
             return PackResult(np.full(size.size, -1, dtype=np.int64), status, 0, None, nodes,
