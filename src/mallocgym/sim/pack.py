@@ -1190,12 +1190,12 @@ def strategy(i: int, preorders=PREORDERS) -> str:
 
 
 def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tuple[str, np.ndarray | None, int]:
-    """Two restart schedules sharing the nodes half and half (the next run comes from the one
-    that has spent fewer): *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node
-    limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
-    for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
-    of the plain ``preorders`` under a doubling limit (for the instances that need a long search
-    under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns
+    """Two restart schedules sharing the nodes half and half (``LUBY_SHARE``; the next run comes
+    from the one that is behind its share): *Luby* runs, run ``i`` with :func:`strategy`
+    ``(i)`` under a node limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short
+    tries of varied orders, for the heavy-tailed instances that one lucky order solves at
+    once), and a *round robin* of the plain ``preorders`` under a doubling limit (for the
+    instances that need a long search under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns
     ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)`` (a run searched its whole
     tree) or ``("unknown", None, nodes)`` at the deadline or after ``max_nodes`` nodes (those
     the failed-state table does not answer)."""
