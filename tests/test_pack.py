@@ -147,10 +147,22 @@ def test_max_offset_lowers_where_a_rectangle_may_go():
     assert P.pack([0, 0], [0, 0], [1, 1], 2, max_offset=[0, 0], time_limit_s=5).status == "infeasible"
 
 
+def test_node_budget_stops_the_search_where_the_clock_would_not():
+    """``max_nodes`` bounds the nodes the failed-state table does not answer, whatever the
+    machine's speed: planted 128/2 needs thousands, so 100 leave it unknown, twice alike."""
+    scenario, _ = planted(2, n_buffers=128)
+    w = scenario.workload
+    args = (w.start, w.end, w.size, int(scenario.hardware.fast_capacity))
+    first, again = (P.pack(*args, time_limit_s=60, max_nodes=100) for _ in range(2))
+    assert first.status == again.status == "unknown"
+    assert first.nodes == again.nodes == 100
+
+
 def test_luby_sequence_and_restart_strategies():
     assert [P._luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     names = [P.strategy(i, ("TWA", "RST")) for i in range(8)]
     assert names == ["TWA/t", "RST/t", "TWA", "RST", "TWA@1/t", "RST@1/t", "TWA@1", "RST@1"]
+    assert P.TWINS == "r"  # only the round robin keeps stacked twins in order (``/s``)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -338,6 +350,62 @@ def test_gap_subset_sum_proves_a_dead_state():
     for sizes, want in ((dead, "infeasible"), (live, "optimal")):
         pinned = [0, 0] + [13 - z for z in sizes[2:]]
         assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
+
+
+# ------------------------------------------------------------------------------------ twins
+def test_stacked_twins_lie_largest_first():
+    """Twins (same ops, same highest top): A [0,1] 1 unit and B [0,1] 2 units in 3. Both
+    A 0, B 1 and B 0, A 2 pack. Under a preorder that tries A first, a plain run finds A 0,
+    B 1; a run keeping twins in order (``/s``) never puts the larger B directly on A, so it
+    finds B 0, A 2. With A's highest offset 0 they are not twins (highest tops 1 and 3), and
+    A 0, B 1 is found under ``/s`` too. Three twins A, B, C of 1, 2, 2 units in 5: B (the
+    lower index at equal size) lies below C, and A on top."""
+    def run(size, cap, maxoff, name):
+        n = len(size)
+        part = P._Part.make(np.arange(n), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64),
+                            np.array(size), np.array(maxoff), cap)
+        part.preorders["A first"] = np.arange(n)  # rank 0 first: by index
+        return part.twin_rank.tolist(), P._solve_part(part, name, None, [10**6], float("inf")).tolist()
+
+    assert run([1, 2], 3, [2, 1], "A first") == ([1, 0], [0, 1])
+    assert run([1, 2], 3, [2, 1], "A first/s") == ([1, 0], [2, 0])
+    assert run([1, 2], 3, [0, 1], "A first/s") == ([-1, -1], [0, 1])
+    assert run([1, 2, 2], 5, [4, 3, 3], "A first/s") == ([2, 0, 1], [4, 0, 2])
+    assert run([1, 2, 2], 5, [4, 3, 3], "A first/ts") == ([2, 0, 1], [4, 0, 2])
+
+
+def brute_feasible(start, end, size, cap, max_offset) -> bool:
+    """Whether every rectangle fits at some offset in ``[0, min(max_offset, cap - size)]``."""
+    choices = [range(min(int(max_offset[b]), cap - int(size[b])) + 1) for b in range(len(size))]
+    return any(valid(start, end, size, cap, p) for p in itertools.product(*choices))
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_twin_order_decides_like_brute_force(seed):
+    """Instances made mostly of twins (few distinct intervals, sizes 1-3, capacity at or just
+    below the peak, some highest offsets lowered so that twins differ in their highest top):
+    ``pack`` (restarts, shared failed states) and single plain and ``/t`` runs decide each one
+    as brute force does, with stacked twins kept in order (``/s``) or not."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    start = rng.integers(0, 3, n)
+    end = start + rng.integers(0, 2, n)
+    size = rng.integers(1, 4, n)
+    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(5))
+    cap = max(peak - int(rng.integers(0, 2)), int(size.max()))
+    maxoff = cap - size
+    lowered = rng.random(n) < 0.3
+    maxoff[lowered] = rng.integers(0, maxoff[lowered] + 1)
+    truth = brute_feasible(start, end, size, cap, maxoff)
+    got = P.pack(start, end, size, cap, max_offset=maxoff, time_limit_s=5)
+    assert got.status == ("optimal" if truth else "infeasible")
+    if truth:
+        assert valid(start, end, size, cap, got.offsets) and np.all(got.offsets <= maxoff)
+    part = P._Part.make(np.arange(n), start, end, size, np.minimum(maxoff, cap - size), cap)
+    for name in ("TWA/s", "ZWA/ts", "RST/s", "TWA/t"):
+        found = P._solve_part(part, name, None, [10**9], float("inf"))
+        assert (found is not None) == truth, name
 
 
 # ------------------------------------------------------------------------------ planted optima

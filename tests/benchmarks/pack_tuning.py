@@ -1,6 +1,7 @@
 """The tuning set of the decision search (docs/pack.md, "How the restarts were chosen"):
 
-    PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s] [hard | n/seed ...]
+    PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s | nodes=N] [hard | n/seed ...] \
+        [twins=LETTERS]
 
 42 planted instances, ``planted(seed, n_buffers=n)``: seeds 100-111 at 128 and 256 buffers
 (zero slack), seeds 100-111 at 200 buffers with 10 % of the buffers removed and seeds 100-105
@@ -12,6 +13,10 @@ are measured once afterwards. Prints one row per instance and the totals.
 ``hard``: 50 more zero-slack instances (issue 33, item 3, once the 42 were all packed in a
 few thousand nodes), the seeds 112-299 at 128 and 256 buffers that the search of commit
 9c830f0 did not pack within 5,000 nodes (within 2 s: 9 at 128 buffers, 41 at 256).
+
+``nodes=N`` gives each instance a budget of N nodes (those the failed-state table does not
+answer) instead of a time limit (600 s), so that the counts do not depend on the machine's load;
+``twins=LETTERS`` sets ``mallocgym.sim.pack.TWINS`` (the runs keeping stacked twins in order).
 """
 
 import sys
@@ -43,18 +48,25 @@ def instance(n: int, seed: int, removed: float):
 
 
 def main(argv) -> None:
-    limit = float(argv[0]) if argv else 4.0
+    for a in [a for a in argv if a.startswith("twins=")]:
+        P.TWINS = a.partition("=")[2]
+        argv = [b for b in argv if b != a]
+    limit, max_nodes = 4.0, None
+    if argv and argv[0].startswith("nodes="):
+        limit, max_nodes = 600.0, int(argv[0].partition("=")[2])
+    elif argv:
+        limit = float(argv[0])
     chosen = SET
     if argv[1:] == ["hard"]:
         chosen = HARD
     elif len(argv) > 1:
         want = {tuple(int(x) for x in a.split("/")) for a in argv[1:]}
-        chosen = [t for t in SET if (t[0], t[1]) in want]
+        chosen = [t for t in SET + HARD if (t[0], t[1]) in want]
     P.pack(*instance(32, 1, 0.0), time_limit_s=5.0)  # warm-up (numba cache)
     solved, nodes_solved, wall = 0, 0, 0.0
     for n, seed, removed in chosen:
         begin = time.perf_counter()
-        r = P.pack(*instance(n, seed, removed), time_limit_s=limit)
+        r = P.pack(*instance(n, seed, removed), time_limit_s=limit, max_nodes=max_nodes)
         dt = time.perf_counter() - begin
         wall += dt
         ok = r.status == "optimal"

@@ -39,14 +39,18 @@ is our own:
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
   there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
   unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
+* **Twins** (:func:`_bar_twins`). Rectangles over the same sections with the same highest top
+  can swap places when one lies directly on the other; the round robin's runs let one lie on
+  its twin only if it is no larger (larger below, equal sizes by index), which loses no
+  packing.
 * **Partitions.** Rectangles whose live intervals form separate connected components of the
   interval graph are packed apart (:func:`components`).
 * **Branching order and restarts.** Candidates are tried by lowest feasible offset, then by a
   static preorder. :func:`pack` restarts under two schedules sharing the nodes (:func:`_decide`):
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
-  preorders under a doubling limit (as MiniMalloc's solver does); every run skips the states
-  earlier runs on the part proved dead (one hashed table, keyed without the preorder); pieces
-  of a dynamic decomposition are memoised across runs.
+  preorders (keeping twins in order) under a doubling limit (as MiniMalloc's solver does);
+  every run skips the states earlier runs on the part proved dead (one hashed table, keyed
+  without the preorder); pieces of a dynamic decomposition are memoised across runs.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -95,6 +99,7 @@ TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 Mi
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
+TWINS = "r"  # the runs keeping stacked twins in order (/s): Luby's /t (t), its plain ones (p), the round robin (r)
 FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
 
@@ -127,6 +132,32 @@ def _sections(start, end):
     s0 = np.searchsorted(points, start).astype(np.int64)
     s1 = np.searchsorted(points, end + 1).astype(np.int64)
     return s0, s1, max(len(points) - 1, 0)
+
+
+def _twin_rank(s0, s1, size, maxoff) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each rectangle's rank among its *twins* (the rectangles spanning the same sections with the
+    same highest top ``max_offset + size``, so that two stacked twins can swap places), by
+    size, largest first, then index (-1 for a rectangle without twins), and the CSR
+    ``(ptr, idx)`` of the twins before each one in that order."""
+    n = size.size
+    rank = np.full(n, -1, dtype=np.int64)
+    ceil = maxoff + size
+    order = np.lexsort((np.arange(n), -size, ceil, s1, s0))
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and s0[order[j + 1]] == s0[order[i]] and s1[order[j + 1]] == s1[order[i]] \
+                and ceil[order[j + 1]] == ceil[order[i]]:
+            j += 1
+        if j > i:
+            rank[order[i:j + 1]] = np.arange(j - i + 1)
+        i = j + 1
+    count = np.maximum(rank, 0)  # a twin's predecessors are the ``count`` before it in ``order``
+    ptr = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+    idx = np.empty(ptr[-1], dtype=np.int64)
+    for k, b in enumerate(order):
+        idx[ptr[b]:ptr[b + 1]] = order[k - count[b]:k]
+    return rank, ptr, idx
 
 
 def components(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
@@ -418,11 +449,38 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 
 @njit(cache=True)
-def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
+def _bar_twins(bad, kr, tw_ptr, tw_idx, topi, off, low, size, s0):
+    """Set ``bad[b]`` for each unplaced ``b`` that would lie directly on a twin ``t`` (same
+    sections and highest top; ``t`` the last placed in them, ``b``'s lowest offset ``t``'s top)
+    that comes after it in the twins' order ``kr`` (by size, largest first, then index; the
+    twins before ``t``: ``tw_idx[tw_ptr[t]:tw_ptr[t + 1]]``).
+
+    Never needed: two stacked twins can swap places (the same sections, the same union of
+    addresses under the same highest top, nothing else moves). Take the packing with the least
+    ``sum(size[b]**2 * offset[b])`` and then the fewest pairs of stacked equal-sized twins out of
+    index order: it is canonical (a rectangle that could drop would lower the sum), the
+    dominance rule never cuts its path (moving the dominating rectangle down lowers it too),
+    and its stacked twins are in order, as swapping a smaller ``a`` below a larger ``b`` changes
+    the sum by ``size[a] * size[b] * (size[a] - size[b]) < 0``. So no state on its path is ever
+    recorded as failed, by a run keeping the order or not, and runs of both kinds can share one
+    table (whose key names a twin on top that bars an unplaced one, in every run)."""
+    for s in range(topi.size):
+        t = topi[s]
+        if t < 0 or kr[t] <= 0 or s != s0[t]:
+            continue
+        top = off[t] + size[t]
+        for q in range(tw_ptr[t], tw_ptr[t + 1]):
+            f = tw_idx[q]
+            if off[f] < 0 and low[f] == top:
+                bad[f] = 1
+
+
+@njit(cache=True)
+def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s1, ov_ptr, ov_idx, pre,
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx, sb, sptr):
+            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -441,6 +499,12 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
     tight section with the fewest such; none: the node is dead), whatever their preorder.
     ``tp[depth]`` is then the preorder of the last rectangle placed by the ordinary rule at
     the current offset (-1: none), ``fz[depth]`` 1 at such a forced node.
+
+    *Twins* (decision mode, ``twins`` 1): rectangles spanning the same sections with the same
+    highest top (``kr[b] >= 0``: ``b``'s rank among them by size, largest first, then index; -1
+    for a rectangle with no twin) may lie directly on each other only in that order, upwards
+    (:func:`_bar_twins`; ``topi[s]``: the last rectangle placed in section ``s``, -1 for
+    none, logged in ``flog_t``).
     """
     n = size.size
     nsec = floor.size
@@ -476,6 +540,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             ntight = 0
             for b in range(n):
                 bad[b] = 0
+            if twins == 1 and mode == 0:
+                _bar_twins(bad, kr, tw_ptr, tw_idx, topi, off, low, size, s0)
             lvl0 = last_off if last_off > 0 else np.int64(0)
             if mode == 0 and depth < n:
                 # tight sections: level + what is left to place there == capacity
@@ -522,6 +588,16 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
                     if total[s] > 0:
                         lv = floor[s] if floor[s] > o else o
                         x = _mix(np.uint64(s) + np.uint64(0x1B873593)) ^ np.uint64(lv)
+                        t = topi[s]
+                        if t >= 0 and kr[t] >= 0 and s == s0[t]:
+                            # a twin on top that bars an unplaced twin lying on it (_bar_twins):
+                            # the first unplaced one before it in the order (all have one lowest offset)
+                            for q in range(tw_ptr[t], tw_ptr[t + 1]):
+                                f = tw_idx[q]
+                                if off[f] < 0:
+                                    if low[f] == off[t] + size[t]:
+                                        x ^= _mix(np.uint64(t) + np.uint64(0x7F4A7C15))
+                                    break
                         h1 ^= _mix(x + np.uint64(0x85EBCA6B))
                         h2 ^= _mix(x + np.uint64(0xC2B2AE35))
                 nh[depth, 0] = h1
@@ -733,6 +809,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lcount = lptr[depth]
             for j in range(fcount - 1, fptr[depth] - 1, -1):
                 floor[flog_s[j]] = flog_v[j]
+                topi[flog_s[j]] = flog_t[j]
             fcount = fptr[depth]
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
@@ -777,6 +854,8 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
         for s in range(s0[c], s1[c]):
             flog_s[fcount] = s
             flog_v[fcount] = floor[s]
+            flog_t[fcount] = topi[s]
+            topi[s] = c
             fcount += 1
             floor[s] = top
             total[s] -= size[c]
@@ -792,6 +871,7 @@ def _search(mode, corder, maxdisc, fmax, budget, cap, size, maxoff, s0, s1, ov_p
             lcount = start_l
             for j in range(fcount - 1, start_f - 1, -1):
                 floor[flog_s[j]] = flog_v[j]
+                topi[flog_s[j]] = flog_t[j]
             fcount = start_f
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
@@ -866,6 +946,9 @@ class _Part:
     cv_idx: np.ndarray
     sb: np.ndarray  # the rectangles by first section (``sptr[p]:sptr[p+1]`` start at section p)
     sptr: np.ndarray
+    twin_rank: np.ndarray  # rank among the rectangles spanning the same sections (largest first, then index); -1: none
+    tw_ptr: np.ndarray  # each rectangle's twins before it in that order (CSR, in order)
+    tw_idx: np.ndarray
     preorders: dict = field(default_factory=dict)
 
     @classmethod
@@ -886,7 +969,7 @@ class _Part:
         sb = np.argsort(s0, kind="stable").astype(np.int64)
         sptr = np.searchsorted(s0[sb], np.arange(nsec + 1)).astype(np.int64)
         return cls(ids, st, en, size[ids].copy(), maxoff[ids].copy(), s0, s1, nsec, ov_ptr, ov_idx, int(cap),
-                   cv_ptr, cv_idx, sb, sptr)
+                   cv_ptr, cv_idx, sb, sptr, *_twin_rank(s0, s1, sz, maxoff[ids]))
 
     def preorder(self, name: str) -> np.ndarray:
         if name not in self.preorders:
@@ -907,9 +990,9 @@ class _Run:
     """A resumable search over one part (state arrays + the kernel call)."""
 
     def __init__(self, part: _Part, mode: int, pre: np.ndarray, lin=None, gains=None, best: int = -1,
-                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, tt=None):
+                 low0=None, corder: int = 0, maxdisc: int = -1, fmax: int = 1, twins: int = 0, tt=None):
         n = part.size.size
-        self.fmax = np.int64(fmax)
+        self.fmax, self.twins = np.int64(fmax), np.int64(twins)
         # failed states (decision mode), kept when the caller passes a table to share between
         # the runs on the same part; none (a 2-row stub) otherwise
         self.tt = np.zeros((2, 2), dtype=np.uint64) if tt is None else tt
@@ -951,6 +1034,9 @@ class _Run:
         spans = int((part.s1 - part.s0).sum()) + 1
         self.flog_s = np.zeros(spans, dtype=np.int64)
         self.flog_v = np.zeros(spans, dtype=np.int64)
+        self.flog_t = np.zeros(spans, dtype=np.int64)
+        self.topi = np.full(part.nsec, -1, dtype=np.int64)
+        self.kr = part.twin_rank if mode == 0 else np.full(n, -1, dtype=np.int64)
         self.cstore = np.zeros(max(8 * n, 16), dtype=np.int64)
         self.best_off = np.full(n, -1, dtype=np.int64)
         self.status = BUDGET
@@ -972,13 +1058,13 @@ class _Run:
         p = self.part
         off, low, floor, total, acc = self.state
         self.status, self.cstore = _search(
-            self.mode, self.corder, self.maxdisc, self.fmax, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
+            self.mode, self.corder, self.maxdisc, self.fmax, self.twins, budget, p.cap, p.size, p.maxoff, p.s0, p.s1,
             p.ov_ptr, p.ov_idx, self.pre,
             self.lin, self.g_ptr, self.g_op, self.g_val, self.opcap, self.vbound, self.dord,
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx, p.sb, p.sptr)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t)
         return self.status
 
 
@@ -1044,7 +1130,8 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
         if "tt" not in memo:
             memo["tt"] = np.zeros((TT_SIZE, 2), dtype=np.uint64)
         tt = memo["tt"]
-    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if flag == "t" else 1, tt=tt)
+    run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if "t" in flag else 1, twins=int("s" in flag),
+               tt=tt)
     while True:
         before = run.work
         status = run.step(max(min(CHUNK, budget[0]), 1))
@@ -1094,21 +1181,24 @@ def _luby(i: int) -> int:
 def strategy(i: int, preorders=PREORDERS) -> str:
     """The ``i``-th decision strategy of the restarts: each of ``preorders`` with branching on
     every tight section (``/t``), then each plain, then both again with perturbed keys
-    (``@k``), a new perturbation every round."""
+    (``@k``), a new perturbation every round; ``s`` among the flags (``TWINS``): stacked twins
+    kept in order (:func:`_bar_twins`)."""
     m = len(preorders)
     base, k = preorders[i % m], i // m
-    tight = "" if k % 2 else "/t"
-    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{tight}"
+    flags = ("" if k % 2 else "t") + ("s" if ("p" if k % 2 else "t") in TWINS else "")
+    return f"{base}{'' if k < 2 else '@' + str(k // 2)}{'/' + flags if flags else ''}"
 
 
-def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | None, int]:
-    """Two restart schedules sharing the nodes half and half (the next run comes from the one
-    that has spent fewer): *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node
-    limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders,
-    for the heavy-tailed instances that one lucky order solves at once), and a *round robin*
-    of the plain ``preorders`` under a doubling limit (for the instances that need a long search
-    under one order). Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)``
-    (a run searched its whole tree) or ``("unknown", None, nodes)`` at the deadline."""
+def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tuple[str, np.ndarray | None, int]:
+    """Two restart schedules sharing the nodes half and half (``LUBY_SHARE``; the next run comes
+    from the one that is behind its share): *Luby* runs, run ``i`` with :func:`strategy`
+    ``(i)`` under a node limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short
+    tries of varied orders, for the heavy-tailed instances that one lucky order solves at
+    once), and a *round robin* of the plain ``preorders`` under a doubling limit (for the
+    instances that need a long search under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns
+    ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)`` (a run searched its whole
+    tree) or ``("unknown", None, nodes)`` at the deadline or after ``max_nodes`` nodes (those
+    the failed-state table does not answer)."""
     n = part.size.size
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
@@ -1121,16 +1211,17 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
             which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
             i += 1
         else:
-            which, name, limit = 1, preorders[k % len(preorders)], limit_rr
+            which, name, limit = 1, preorders[k % len(preorders)] + ("/s" if "r" in TWINS else ""), limit_rr
             k += 1
             if k % len(preorders) == 0:
                 limit_rr *= 2
+        limit = min(limit, max_nodes - spent[0] - spent[1])
         budget = [limit]
         try:
             local = _solve_part(part, name, None, budget, deadline, memo)
         except _Limit:
             spent[which] += limit - budget[0]
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline or spent[0] + spent[1] >= max_nodes:
                 return "unknown", None, spent[0] + spent[1]
             continue
         spent[which] += limit - budget[0]
@@ -1140,15 +1231,17 @@ def _decide(part: _Part, deadline: float, preorders) -> tuple[str, np.ndarray | 
 
 
 def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
-         preorders=PREORDERS) -> PackResult:
+         preorders=PREORDERS, max_nodes: int | None = None) -> PackResult:
     """Place *every* rectangle ``b`` (live over ``[start[b], end[b]]``, ``size[b]`` units) in
     ``[0, capacity)`` with no two co-live rectangles sharing a unit, or prove it impossible.
 
     ``max_offset`` optionally lowers each rectangle's highest offset (default ``capacity -
     size``). Components of the interval graph are solved apart, each by a round robin of the
-    ``preorders`` with a doubling node limit; ``time_limit_s`` (> 0) bounds the whole call.
-    Returns :class:`PackResult` with status ``optimal`` (offsets set), ``infeasible`` or
-    ``unknown`` (the limit came first); sizes must be >= 1.
+    ``preorders`` with a doubling node limit; ``time_limit_s`` (> 0) bounds the whole call, and
+    ``max_nodes`` (optional) its nodes (those the failed-state table does not answer), for runs
+    that do not depend on the machine's speed. Returns :class:`PackResult` with status
+    ``optimal`` (offsets set), ``infeasible`` or ``unknown`` (a limit came first); sizes must
+    be >= 1.
     """
     begin = time.perf_counter()
     start, end, size, cap, maxoff = _check(start, end, size, capacity, max_offset, time_limit_s)
@@ -1157,7 +1250,7 @@ def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: floa
     nodes = 0
     for ids in components(start, end):
         part = _Part.make(ids, start, end, size, maxoff, cap)
-        status, local, used = _decide(part, deadline, preorders)
+        status, local, used = _decide(part, deadline, preorders, BIG if max_nodes is None else max_nodes - nodes)
         nodes += used
         if status != "optimal":
             return PackResult(np.full(size.size, -1, dtype=np.int64), status, 0, None, nodes,
