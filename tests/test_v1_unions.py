@@ -109,7 +109,7 @@ def test_unions_equal_a_recount_and_their_best_fit_a_scan(seed, n, fraction, msa
         lo = int(rng.integers(-1, n_ops))
         hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, 6 * w)))
         want = _best_fit_scan(st, state, b, lo, hi)
-        got = msa._fit_by_unions(st, state, b, lo, hi)
+        got = msa._fit_by_unions(st, state, ids, b, lo, hi)
         if got != msa.NO_UNIONS:
             answered += 1
             assert got == want, (b, lo, hi)

@@ -249,7 +249,7 @@ def best_fit(st, state, ids, b, lo, hi):
     can be (:func:`_fit_by_unions`)."""
     w = state.counters[v1.IX_WIDTH]
     if hi // w - max(lo, 0) // w >= 2:
-        off = _fit_by_unions(st, state, b, lo, hi)
+        off = _fit_by_unions(st, state, ids, b, lo, hi)
         if off != NO_UNIONS:
             return off
     m = v1.live_chunks(st, state, lo, hi, b, ids, True)
@@ -260,7 +260,7 @@ NO_UNIONS = -2  # _fit_by_unions: the window is not answered from the buckets' u
 
 
 @njit(cache=True)
-def _fit_by_unions(st, state, b, lo, hi):
+def _fit_by_unions(st, state, ids, b, lo, hi):
     """:func:`best_fit` over ``[lo, hi]`` from the index buckets' unions of occupied offsets
     (``state.unions``, :func:`mallocgym.sim.v1._sync_unions`): the chunks live in the window are
     those live in the buckets it spans whole (their unions), plus the chunks of its first bucket
@@ -287,8 +287,10 @@ def _fit_by_unions(st, state, b, lo, hi):
             return NO_UNIONS
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
-    starts = np.empty(n_iv, np.int64)
-    tops = np.empty(n_iv, np.int64)
+    capacity = st.iparams[v1.CAPACITY]
+    if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
+        return NO_UNIONS
+    top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
     n = 0
     j = head[k0]
     while j >= 0:  # the first bucket: the chunks live in the window that end in it
@@ -301,8 +303,7 @@ def _fit_by_unions(st, state, b, lo, hi):
         held = v1._held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True)
         if held < lo or held // w > k0:
             continue
-        starts[n] = ch_off[c]
-        tops[n] = ch_off[c] + sizes[ch_buf[c]]
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
         n += 1
     j = head[k1]
     while j >= 0:  # the last bucket: the chunks that start in it by ``hi`` (its first registrations)
@@ -312,34 +313,32 @@ def _fit_by_unions(st, state, b, lo, hi):
         j = nxt[j]
         if ch_buf[c] == b or ch_lo[c] > hi:
             continue
-        starts[n] = ch_off[c]
-        tops[n] = ch_off[c] + sizes[ch_buf[c]]
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
         n += 1
     for k in range(k0 + 1, k1):
         base = n_seg + k * v1.UNION_STRIDE
         for i in range(un[base]):
-            starts[n] = un[base + 1 + 2 * i]
-            tops[n] = un[base + 2 + 2 * i]
+            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
             n += 1
-    order = np.argsort(starts[:n])
+    ids[:n].sort()
     size = sizes[b]
     align = st.iparams[v1.ALIGNMENT]
     best_gap = -1
     best_off = -1
     cursor = 0
     for i in range(n):
-        ghi = starts[order[i]]
+        ghi = ids[i] // top
         if ghi > cursor:
             low = (cursor + align - 1) // align * align
             if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
                 best_gap = ghi - cursor
                 best_off = low
-        top = tops[order[i]]
-        if top > cursor:
-            cursor = top
+        end = ids[i] % top
+        if end > cursor:
+            cursor = end
     if best_off < 0:
         low = (cursor + align - 1) // align * align
-        if low + size <= st.iparams[v1.CAPACITY]:
+        if low + size <= capacity:
             best_off = low
     return best_off
 
@@ -394,7 +393,7 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
         return off
     w = state.counters[v1.IX_WIDTH]
     if st.seg_use[j] // w - max(lo, 0) // w >= 2:
-        o = _fit_by_unions(st, state, b, lo, st.seg_use[j])
+        o = _fit_by_unions(st, state, ids, b, lo, st.seg_use[j])
         if o >= 0:
             return o
         if o == -1:  # nothing fits up to use j: the longest that fits, each window on its own
