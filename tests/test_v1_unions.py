@@ -1,4 +1,4 @@
-"""The index buckets' unions of occupied offsets (``State1.unions``, issue 33) and MSA's best fit
+"""The index buckets' unions of occupied offsets (in ``State1.ix_meta``, issue 33) and MSA's best fit
 read from them (``mallocgym.sim.msa._fit_by_unions``), against a plain recount from the chunks
 and a best fit over a scan of every chunk, on games played with random legal moves."""
 
@@ -55,13 +55,13 @@ def _unions_recounted(st, state) -> tuple[list[int], list]:
 
 def _unions_kept(st, state) -> tuple[list[int], list]:
     n_seg = st.seg_use.shape[0]
-    un = state.unions
+    un = state.ix_meta
     out = []
     for k in range(state.ix_head.shape[0]):
-        base = n_seg + k * v1.UNION_STRIDE
+        base = 2 * n_seg + k * v1.UNION_STRIDE
         n = int(un[base])
         out.append(None if n < 0 else [(int(un[base + 1 + 2 * i]), int(un[base + 2 + 2 * i])) for i in range(n)])
-    return un[:n_seg].tolist(), out
+    return un[n_seg:2 * n_seg].tolist(), out
 
 
 def _best_fit_scan(st, state, b, lo, hi) -> int:

@@ -262,7 +262,7 @@ NO_UNIONS = -2  # _fit_by_unions: the window is not answered from the buckets' u
 @njit(cache=True)
 def _fit_by_unions(st, state, ids, b, lo, hi):
     """:func:`best_fit` over ``[lo, hi]`` from the index buckets' unions of occupied offsets
-    (``state.unions``, :func:`mallocgym.sim.v1._sync_unions`): the chunks live in the window are
+    (``state.ix_meta``, :func:`mallocgym.sim.v1._sync_unions`): the chunks live in the window are
     those live in the buckets it spans whole (their unions), plus the chunks of its first bucket
     that end there and of its last that start there (walked). Best fit looks only at the union of
     the occupied offsets, so the answer is :func:`best_fit`'s. ``NO_UNIONS`` where the window
@@ -273,17 +273,17 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     k1 = min(hi // w, state.ix_head.shape[0] - 1)
     if k1 - k0 < 2:
         return NO_UNIONS
-    un = state.unions
+    un = state.ix_meta
     n_seg = st.seg_use.shape[0]
     n_iv = state.ix_count[k0] + state.ix_count[k1]
     for k in range(k0 + 1, k1):
-        n = un[n_seg + k * v1.UNION_STRIDE]
+        n = un[2 * n_seg + k * v1.UNION_STRIDE]
         if n < 0:
             return NO_UNIONS
         n_iv += n
     for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
         c = state.seg_chunk[j]
-        if c >= 0 and un[c] > k0 and state.ch_lo[c] // w < k1:
+        if c >= 0 and un[n_seg + c] > k0 and state.ch_lo[c] // w < k1:
             return NO_UNIONS
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
@@ -316,7 +316,7 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
         ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
         n += 1
     for k in range(k0 + 1, k1):
-        base = n_seg + k * v1.UNION_STRIDE
+        base = 2 * n_seg + k * v1.UNION_STRIDE
         for i in range(un[base]):
             ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
             n += 1
