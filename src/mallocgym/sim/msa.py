@@ -244,9 +244,103 @@ def best_fit(st, state, ids, b, lo, hi):
     """MSA's best-fit offset for buffer ``b`` over ops ``[lo, hi]``: the smallest free gap that
     fits, then the lowest offset; the space above the highest live chunk ranks last (checked
     against the capacity). -1 if nothing fits. Chunks are held as MSA holds them (an evicted one
-    through its eviction's done op: :func:`mallocgym.sim.v1.held_through`); ``ids`` is scratch."""
+    through its eviction's done op: :func:`mallocgym.sim.v1.held_through`); ``ids`` is scratch.
+    A window over three index buckets or more is answered from the middle ones' unions where it
+    can be (:func:`_fit_by_unions`)."""
+    w = state.counters[v1.IX_WIDTH]
+    if hi // w - max(lo, 0) // w >= 2:
+        off = _fit_by_unions(st, state, ids, b, lo, hi)
+        if off != NO_UNIONS:
+            return off
     m = v1.live_chunks(st, state, lo, hi, b, ids, True)
     return _best_fit_among(st, state, ids, m, b, hi)
+
+
+NO_UNIONS = -2  # _fit_by_unions: the window is not answered from the buckets' unions
+
+
+@njit(cache=True)
+def _fit_by_unions(st, state, ids, b, lo, hi):
+    """:func:`best_fit` over ``[lo, hi]`` from the index buckets' unions of occupied offsets
+    (``state.ix_meta``, :func:`mallocgym.sim.v1._sync_unions`): the chunks live in the window are
+    those live in the buckets it spans whole (their unions), plus the chunks of its first bucket
+    that end there and of its last that start there (walked). Best fit looks only at the union of
+    the occupied offsets, so the answer is :func:`best_fit`'s. ``NO_UNIONS`` where the window
+    spans fewer than three buckets, a middle bucket's union is not kept, or ``b`` has a chunk
+    counted in one."""
+    w = state.counters[v1.IX_WIDTH]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, state.ix_head.shape[0] - 1)
+    if k1 - k0 < 2:
+        return NO_UNIONS
+    un = state.ix_meta
+    n_seg = st.seg_use.shape[0]
+    n_iv = state.ix_count[k0] + state.ix_count[k1]
+    for k in range(k0 + 1, k1):
+        n = un[2 * n_seg + k * v1.UNION_STRIDE]
+        if n < 0:
+            return NO_UNIONS
+        n_iv += n
+    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
+        c = state.seg_chunk[j]
+        if c >= 0 and un[n_seg + c] > k0 and state.ch_lo[c] // w < k1:
+            return NO_UNIONS
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
+    capacity = st.iparams[v1.CAPACITY]
+    if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
+        return NO_UNIONS
+    top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
+    n = 0
+    j = head[k0]
+    while j >= 0:  # the first bucket: the chunks live in the window that end in it
+        c = cid[j]
+        if c < 0:
+            c = ~c
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi:
+            continue
+        held = v1._held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True)
+        if held < lo or held // w > k0:
+            continue
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    j = head[k1]
+    while j >= 0:  # the last bucket: the chunks that start in it by ``hi`` (its first registrations)
+        c = cid[j]
+        if c < 0:
+            break  # registered in an earlier bucket: live in a middle one
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi:
+            continue
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    for k in range(k0 + 1, k1):
+        base = 2 * n_seg + k * v1.UNION_STRIDE
+        for i in range(un[base]):
+            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
+            n += 1
+    ids[:n].sort()
+    size = sizes[b]
+    align = st.iparams[v1.ALIGNMENT]
+    best_gap = -1
+    best_off = -1
+    cursor = 0
+    for i in range(n):
+        ghi = ids[i] // top
+        if ghi > cursor:
+            low = (cursor + align - 1) // align * align
+            if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
+                best_gap = ghi - cursor
+                best_off = low
+        end = ids[i] % top
+        if end > cursor:
+            cursor = end
+    if best_off < 0:
+        low = (cursor + align - 1) // align * align
+        if low + size <= capacity:
+            best_off = low
+    return best_off
 
 
 @njit(cache=True)
@@ -297,6 +391,21 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
         j += 1
     if j == s:
         return off
+    w = state.counters[v1.IX_WIDTH]
+    if st.seg_use[j] // w - max(lo, 0) // w >= 2:
+        o = _fit_by_unions(st, state, ids, b, lo, st.seg_use[j])
+        if o >= 0:
+            return o
+        if o == -1:  # nothing fits up to use j: the longest that fits, each window on its own
+            a, z = s, j
+            while z - a > 1:
+                mid = (a + z) // 2
+                o = best_fit(st, state, ids, b, lo, st.seg_use[mid])
+                if o >= 0:
+                    a, off = mid, o
+                else:
+                    z = mid
+            return off
     m = v1.live_chunks(st, state, lo, st.seg_use[j], b, ids, True)
     o = _best_fit_among(st, state, ids, m, b, st.seg_use[j])
     if o >= 0:

@@ -118,7 +118,16 @@ State1 = namedtuple("State1", [
                      #   chunks' first registrations (newest first), then the later ones (in the order made),
                      #   so a walk that needs a chunk once stops at the first later one past its first bucket
     "ix_cid",        # int32[R] the chunk registered: c in its first bucket, ~c (< 0) in the later ones
-    "ix_reg_hi",     # int64[S] the op each chunk is registered through (-1: not yet); see _register
+    "ix_meta",       # int64[2S + B * (1 + 2 * UNION_CAP)] the index's other data, in one array (each array of
+                     #   the state costs every kernel that takes the state: one for all of these):
+                     #   [c] the op chunk c is registered through (-1: not yet; see _register);
+                     #   [S + c] the last bucket whose union counts chunk c (-1: none yet);
+                     #   from 2S + k * (1 + 2 * UNION_CAP), bucket k's union of occupied offsets, of
+                     #   the chunks MSA holds at some op of the bucket: how many disjoint intervals
+                     #   (-1: more than UNION_CAP, not kept), then each one's first and one-past-last
+                     #   offset, in offset order, touching ones merged. Kept after each decision
+                     #   (_sync_unions), a function of the chunks: a long window's middle buckets
+                     #   are read as a few intervals (mallocgym.sim.msa._fit_by_unions)
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint
@@ -146,6 +155,8 @@ DIRTY_LIST = 32  # changed iterations listed one by one between two simulations 
 RANK_SORT_MIN = 128  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
 RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
+UNION_CAP = 24  # occupied offset intervals kept per index bucket (more: the bucket's union is not kept)
+UNION_STRIDE = 1 + 2 * UNION_CAP  # a bucket's words of its union in ``ix_meta``
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -377,7 +388,9 @@ def _new_index(st: Static1, width: int) -> dict:
     cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
     return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_tail=np.full(n_ops // width + 2, -1, np.int32),
                 ix_nxt=np.zeros(cap, np.int32),
-                ix_cid=np.zeros(cap, np.int32), ix_reg_hi=np.full(n_seg, -1, np.int64),
+                ix_cid=np.zeros(cap, np.int32),
+                ix_meta=np.concatenate([np.full(2 * n_seg, -1, np.int64),
+                                        np.zeros((n_ops // width + 2) * UNION_STRIDE, np.int64)]),
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
 
 
@@ -433,7 +446,7 @@ def copy_into(src, dst):
     n = src.counters[IX_USED]
     dst.ix_nxt[:n] = src.ix_nxt[:n]
     dst.ix_cid[:n] = src.ix_cid[:n]
-    dst.ix_reg_hi[:] = src.ix_reg_hi
+    dst.ix_meta[:] = src.ix_meta
     dst.ix_count[:] = src.ix_count
     dst.image[:, :] = src.image
     n = src.rs_count[0]
@@ -705,7 +718,7 @@ def _register(st, state, c):
     that grows is registered in its new buckets, one that shrinks stays registered (queries check
     the chunk itself)."""
     hi = state.ch_hi[c] + 1
-    old = state.ix_reg_hi[c]
+    old = state.ix_meta[c]
     if old >= hi:
         return
     w = state.counters[IX_WIDTH]
@@ -731,7 +744,7 @@ def _register(st, state, c):
             state.ix_tail[k] = n
         state.ix_count[k] += 1
         state.counters[IX_USED] = n + 1
-    state.ix_reg_hi[c] = hi
+    state.ix_meta[c] = hi
 
 
 @njit(cache=True)
@@ -777,6 +790,108 @@ def _merge_active(state, tmp):
     for i in range(n):
         rank[active[i]] = i
     state.counters[ACT_SORTED] = n
+
+
+@njit(cache=True)
+def _union_add(un, base, a, z):
+    """Add offsets ``[a, z)`` to the union at ``un[base:]`` (see ``State1.ix_meta``), merged with the
+    intervals it meets or touches; False (nothing changed) if the union is not kept or would
+    outgrow ``UNION_CAP``."""
+    n = un[base]
+    if n < 0:
+        return False
+    i = 0
+    while i < n and un[base + 2 + 2 * i] < a:
+        i += 1
+    j = i
+    while j < n and un[base + 1 + 2 * j] <= z:
+        j += 1
+    if j > i:  # intervals i..j-1 meet or touch [a, z)
+        if un[base + 1 + 2 * i] < a:
+            a = un[base + 1 + 2 * i]
+        if un[base + 2 * j] > z:
+            z = un[base + 2 * j]
+    new_n = n - (j - i) + 1
+    if new_n > UNION_CAP:
+        return False
+    if j == i:  # a new interval at i
+        for x in range(base + 2 * n, base + 2 * i, -1):
+            un[x + 2] = un[x]
+    elif j > i + 1:  # j - i intervals become one
+        for x in range(base + 1 + 2 * j, base + 1 + 2 * n):
+            un[x - 2 * (j - i - 1)] = un[x]
+    un[base + 1 + 2 * i] = a
+    un[base + 2 + 2 * i] = z
+    un[base] = new_n
+    return True
+
+
+@njit(cache=True)
+def _union_rebuild(st, state, k):
+    """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
+    ops (every chunk live there is registered there: :func:`_register`)."""
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    un = state.ix_meta
+    base = 2 * st.seg_use.shape[0] + k * UNION_STRIDE
+    w = state.counters[IX_WIDTH]
+    t0, t1 = k * w, k * w + w - 1
+    offs = np.empty(state.ix_count[k], np.int64)
+    tops = np.empty(state.ix_count[k], np.int64)
+    m = 0
+    j = state.ix_head[k]
+    while j >= 0:
+        c = state.ix_cid[j]
+        if c < 0:
+            c = ~c
+        j = state.ix_nxt[j]
+        if ch_lo[c] > t1 or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) < t0:
+            continue
+        offs[m] = state.ch_off[c]
+        tops[m] = state.ch_off[c] + st.size[ch_buf[c]]
+        m += 1
+    order = np.argsort(offs[:m])
+    n = 0
+    for i in range(m):
+        a, z = offs[order[i]], tops[order[i]]
+        if n > 0 and a <= un[base + 2 * n]:
+            if z > un[base + 2 * n]:
+                un[base + 2 * n] = z
+            continue
+        if n == UNION_CAP:
+            un[base] = -1
+            return
+        un[base + 1 + 2 * n] = a
+        un[base + 2 + 2 * n] = z
+        n += 1
+    un[base] = n
+
+
+@njit(cache=True)
+def _sync_unions(st, state, b):
+    """Bring the buckets' unions up to date with ``b``'s chunks (a decision on one of ``b``'s
+    segments changes only ``b``'s chunks and their holds): a chunk now held into later buckets
+    is added to them; buckets it left are rebuilt from their chunks."""
+    un = state.ix_meta
+    n_seg = st.seg_use.shape[0]
+    w = state.counters[IX_WIDTH]
+    last_k = state.ix_head.shape[0] - 1
+    prev = -1
+    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
+        c = state.seg_chunk[j]
+        if c < 0 or c == prev:
+            continue
+        prev = c
+        new_k = min(held_through(state, c, True) // w, last_k)
+        old_k = un[n_seg + c]
+        first = state.ch_lo[c] // w if old_k < 0 else old_k + 1
+        un[n_seg + c] = new_k
+        a = state.ch_off[c]
+        z = a + st.size[b]
+        for k in range(first, new_k + 1):
+            if not _union_add(un, 2 * n_seg + k * UNION_STRIDE, a, z):
+                _union_rebuild(st, state, k)
+        for k in range(new_k + 1, old_k + 1):
+            _union_rebuild(st, state, k)
 
 
 @njit(cache=True, inline="always")
@@ -1385,3 +1500,4 @@ def apply_rules(st, state, s, kind, off, pstart):
         if kind == FAST and s == st.seg_ptr[b]:
             _price(st, state, b, DEF_GROUP, True)
     _update_eviction(st, state, b, old)
+    _sync_unions(st, state, b)
