@@ -327,19 +327,29 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     best_off = -1
     cursor = 0
     for i in range(n):
-        ghi = ids[i] // top
-        if ghi > cursor:
-            low = (cursor + align - 1) // align * align
-            if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
-                best_gap = ghi - cursor
-                best_off = low
-        end = ids[i] % top
-        if end > cursor:
-            cursor = end
+        best_gap, best_off = _tighter_gap(cursor, ids[i] // top, size, align, best_gap, best_off)
+        cursor = max(cursor, ids[i] % top)
+    return _or_above(cursor, size, align, capacity, best_off)
+
+
+@njit(cache=True, inline="always")
+def _tighter_gap(cursor, ghi, size, align, best_gap, best_off):
+    """A best-fit sweep's step: the free gap ``[cursor, ghi)``, if ``size`` fits there (aligned)
+    and it is tighter than ``best_gap``, as the new ``(best_gap, best_off)``."""
+    if ghi > cursor:
+        low = (cursor + align - 1) // align * align
+        if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
+            return ghi - cursor, low
+    return best_gap, best_off
+
+
+@njit(cache=True, inline="always")
+def _or_above(cursor, size, align, capacity, best_off):
+    """A best-fit sweep's answer: ``best_off``, else the space above the last chunk if it fits."""
     if best_off < 0:
         low = (cursor + align - 1) // align * align
         if low + size <= capacity:
-            best_off = low
+            return low
     return best_off
 
 
@@ -359,20 +369,9 @@ def _best_fit_among(st, state, ids, m, b, hi):
         c = ids[i]
         if ch_lo[c] > hi:
             continue
-        ghi = ch_off[c]
-        if ghi > cursor:
-            low = (cursor + align - 1) // align * align
-            if low + size <= ghi and (best_gap < 0 or ghi - cursor < best_gap):
-                best_gap = ghi - cursor
-                best_off = low
-        top = ghi + sizes[ch_buf[c]]
-        if top > cursor:
-            cursor = top
-    if best_off < 0:
-        low = (cursor + align - 1) // align * align
-        if low + size <= capacity:
-            best_off = low
-    return best_off
+        best_gap, best_off = _tighter_gap(cursor, ch_off[c], size, align, best_gap, best_off)
+        cursor = max(cursor, ch_off[c] + sizes[ch_buf[c]])
+    return _or_above(cursor, size, align, capacity, best_off)
 
 
 @njit(cache=True)
@@ -392,28 +391,24 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
     if j == s:
         return off
     w = state.counters[v1.IX_WIDTH]
+    walk, m = True, 0
     if st.seg_use[j] // w - max(lo, 0) // w >= 2:
         o = _fit_by_unions(st, state, ids, b, lo, st.seg_use[j])
         if o >= 0:
             return o
-        if o == -1:  # nothing fits up to use j: the longest that fits, each window on its own
-            a, z = s, j
-            while z - a > 1:
-                mid = (a + z) // 2
-                o = best_fit(st, state, ids, b, lo, st.seg_use[mid])
-                if o >= 0:
-                    a, off = mid, o
-                else:
-                    z = mid
-            return off
-    m = v1.live_chunks(st, state, lo, st.seg_use[j], b, ids, True)
-    o = _best_fit_among(st, state, ids, m, b, st.seg_use[j])
-    if o >= 0:
-        return o
+        walk = o != -1  # -1: nothing fits up to use j; the shorter windows each on their own below
+    if walk:
+        m = v1.live_chunks(st, state, lo, st.seg_use[j], b, ids, True)
+        o = _best_fit_among(st, state, ids, m, b, st.seg_use[j])
+        if o >= 0:
+            return o
     a, z = s, j  # fits up to use a, not up to use z
     while z - a > 1:
         mid = (a + z) // 2
-        o = _best_fit_among(st, state, ids, m, b, st.seg_use[mid])
+        if walk:
+            o = _best_fit_among(st, state, ids, m, b, st.seg_use[mid])
+        else:
+            o = best_fit(st, state, ids, b, lo, st.seg_use[mid])
         if o >= 0:
             a, off = mid, o
         else:
