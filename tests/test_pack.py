@@ -97,12 +97,7 @@ def test_pack_decides_tight_instances_like_brute_force(seed):
     """Capacity at (or one below) the peak of co-live sizes: sections with no room to spare,
     where the search branches only on the rectangles that can fill a tight section's level."""
     rng = np.random.default_rng(7000 + seed)
-    n = int(rng.integers(2, 7))
-    start = rng.integers(0, 4, n)
-    end = start + rng.integers(0, 3, n)
-    size = rng.integers(1, 4, n)
-    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(8))
-    cap = max(peak - int(rng.integers(0, 2)), int(size.max()))
+    _, start, end, size, cap = tight_instance(rng, (2, 7), 3, below=True)
     want = brute_best(start, end, size, cap, size, require_all=True)
     got = P.pack(start, end, size, cap, time_limit_s=5)
     assert got.status == ("optimal" if want is not None else "infeasible")
@@ -266,14 +261,17 @@ def test_level_cover_never_cuts_a_state_with_a_completion(seed):
         assert_prefixes_pass(start, end, size, cap, offsets, rng.permutation(n))
 
 
-def tight_instance(rng, n_range, max_size):
-    """A random tiny instance over ops 0-6 at its peak live size (zero slack where it peaks):
-    ``(n, start, end, size, cap)``."""
+def tight_instance(rng, n_range, max_size, starts=4, spans=3, below=False):
+    """A random tiny instance (starts below ``starts``, spans below ``spans``) at its peak live
+    size, zero slack where it peaks; with ``below``, one under the peak half the time (never
+    under the largest rectangle): ``(n, start, end, size, cap)``."""
     n = int(rng.integers(*n_range))
-    start = rng.integers(0, 4, n)
-    end = start + rng.integers(0, 3, n)
+    start = rng.integers(0, starts, n)
+    end = start + rng.integers(0, spans, n)
     size = rng.integers(1, max_size + 1, n)
-    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    cap = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(starts + spans))
+    if below:
+        cap = max(cap - int(rng.integers(0, 2)), int(size.max()))
     return n, start, end, size, cap
 
 
@@ -388,12 +386,7 @@ def test_twin_order_decides_like_brute_force(seed):
     ``pack`` (restarts, shared failed states) and single plain and ``/t`` runs decide each one
     as brute force does, with stacked twins kept in order (``/s``) or not."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(2, 7))
-    start = rng.integers(0, 3, n)
-    end = start + rng.integers(0, 2, n)
-    size = rng.integers(1, 4, n)
-    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(5))
-    cap = max(peak - int(rng.integers(0, 2)), int(size.max()))
+    n, start, end, size, cap = tight_instance(rng, (2, 7), 3, starts=3, spans=2, below=True)
     maxoff = cap - size
     lowered = rng.random(n) < 0.3
     maxoff[lowered] = rng.integers(0, maxoff[lowered] + 1)
