@@ -312,7 +312,7 @@ class MallocGameV1Env(ScenarioEnv):
         if self.xla_hint:
             obs["xla_action"] = np.zeros(self.n_actions, np.float32)
             if not self._done:
-                obs["xla_action"][self._table.msa_action[0]] = 1.0
+                obs["xla_action"][self.msa_action()] = 1.0
         return obs
 
     def _table_shapes(self) -> dict[str, tuple[int, ...]]:
