@@ -174,6 +174,42 @@ def test_oracle_policy_beats_xla_msa_somewhere():
     assert _time(SCENARIO, play_v1(SCENARIO, V1, _oracle, margin=0.0)) < _xla_msa_time(SCENARIO) * (1 - 1e-6)
 
 
+def _own_game_time(scenario, advantage_fn) -> float:
+    """The policy's own game at margin 0 played move by move through the env (no check)."""
+    from mallocgym.agents.muzero.labels import policy_move
+    from mallocgym.agents.muzero.v1 import make_env_v1
+
+    env = make_env_v1(scenario, V1).unwrapped
+    obs, info = env.reset(seed=0)
+    done = env.current_segment < 0
+    while not done:
+        base = env.msa_action()
+        legal = branch_mask(obs["action_mask"], base, env.k)
+        action = policy_move(advantage_fn(env, obs, legal, base), legal, 0.0, base=base) if legal.sum() >= 2 else base
+        obs, _, done, _, info = env.step(action)
+    return info["time"]
+
+
+def test_policy_keeps_xla_msas_plan_where_its_own_game_ends_slower():
+    def worst(env, obs, legal, base):   # the oracle's advantages negated: the worst move of the subset
+        adv = _oracle(env, obs, legal, base)
+        return np.where(legal, -adv, -np.inf)
+
+    xla = make_agent("xla-msa:in_env=1").solve_v1(SCENARIO)
+    own = _own_game_time(SCENARIO, worst)
+    assert own > _xla_msa_time(SCENARIO) * (1 + 1e-6)        # its own game loses...
+    sol = play_v1(SCENARIO, V1, worst, margin=0.0)
+    assert sol.info["kept_xla"] and sol.info["departures"] >= 1
+    assert sol.mapping == xla.mapping                         # ...so xla-msa's plan is returned, exactly
+    # where its own game wins, that game is returned
+    sol = play_v1(SCENARIO, V1, _oracle, margin=0.0)
+    assert not sol.info["kept_xla"] and sol.info["departures"] >= 1
+    assert _time(SCENARIO, sol) == pytest.approx(_own_game_time(SCENARIO, _oracle), rel=1e-12)
+    # no departure: no check, xla-msa's game
+    sol = play_v1(SCENARIO, V1, _oracle, margin=10.0)
+    assert not sol.info["kept_xla"] and sol.info["departures"] == 0 and sol.mapping == xla.mapping
+
+
 def test_gate_searches_only_where_a_gain_is_predicted():
     def gain_at_first(env, obs, legal, base, calls=[]):   # noqa: B006 - counts calls on purpose
         calls.append(1)
@@ -368,11 +404,13 @@ def _prefers_slow(env, obs, legal, base):
 def test_policy_games_play_the_policy_and_label_its_departures():
     config = V1.with_overrides(["train.label_positions=2", "train.label_policy=1"])
     records, ret, xla_ret = label_game_v1(SCENARIO, config, np.random.default_rng(3), _prefers_slow)
-    # the game is the policy's: play_v1's policy with the same head and margin ends at the same time
+    # the game is the policy's own: the same head and margin played move by move end at the same
+    # time (play_v1 returns xla-msa's plan instead where that game ends slower: its check)
     policy = play_v1(SCENARIO, config, _prefers_slow, margin=0.0)
     ev = evaluate_v1(SCENARIO.workload, policy.mapping, SCENARIO.hardware)
-    assert policy.info["departures"] >= 3
-    assert ret == pytest.approx(1 - ev.time / ev.time_all_slow, rel=1e-12) and ret != pytest.approx(xla_ret)
+    assert policy.info["departures"] >= 3 and policy.info["kept_xla"] == (ret < xla_ret)
+    own = _own_game_time(SCENARIO, _prefers_slow)
+    assert ret == pytest.approx(1 - own / ev.time_all_slow, rel=1e-12) and ret != pytest.approx(xla_ret)
     # the first two departures are labelled whatever the draw (p = 2 / segments here): each is a
     # position where SLOW is legal and is not xla-msa's move (its advantage is not 0 by definition)
     departed = [r for r in records if r.legal[0] and r.advantage[0] != 0.0]

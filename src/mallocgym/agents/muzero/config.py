@@ -497,21 +497,13 @@ REMOVED_FIELDS = {
     "simulator.keep_xla": (True, "the simulator search always returns the best completion it has seen, "
                                  "XLA-like's own among them"),
     # the search over the learned model (muzero:DIR)
-    "search.algorithm": ("gumbel", _LEARNED),
-    "search.num_simulations": (16, _LEARNED),
+    **{f"search.{name}": (default, _LEARNED) for name, default in (
+        ("algorithm", "gumbel"), ("num_simulations", 16), ("max_considered", 8), ("gumbel_scale", 1.0),
+        ("min_q_span", 0.0), ("frame", "return"), ("pb_c_init", 1.25), ("pb_c_base", 19652.0),
+        ("dirichlet_alpha", 0.3), ("exploration_fraction", 0.25), ("temperature", 1.0), ("discount", 1.0))},
     "search.eval_simulations": (32, _LEARNED + "; muzero-sim:DIR,sims=N"),
-    "search.max_considered": (8, _LEARNED),
-    "search.gumbel_scale": (1.0, _LEARNED),
     "search.c_visit": (50.0, _LEARNED + " (simulator.c_visit)"),
     "search.c_scale": (0.1, _LEARNED + " (simulator.c_scale)"),
-    "search.min_q_span": (0.0, _LEARNED),
-    "search.frame": ("return", _LEARNED),
-    "search.pb_c_init": (1.25, _LEARNED),
-    "search.pb_c_base": (19652.0, _LEARNED),
-    "search.dirichlet_alpha": (0.3, _LEARNED),
-    "search.exploration_fraction": (0.25, _LEARNED),
-    "search.temperature": (1.0, _LEARNED),
-    "search.discount": (1.0, _LEARNED),
     # the version-1 trainer (self-play over the learned model), and the learned dynamics of version 2
     **{f"train.{name}": (default, VERSION_1) for name, default in (
         ("num_actors", 16), ("unroll_steps", 5), ("td_steps", 10), ("value_loss_weight", 0.25),

@@ -262,12 +262,15 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
 
 def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, seed: int, deadline: float | None,
             clock: Callable[[], float]) -> Solution:
-    """The policy alone (:func:`play_v1`): one network call per decision."""
+    """The policy alone (:func:`play_v1`): one network call per decision. Its game is xla-msa's
+    up to its first departure; there it also finishes xla-msa's game (one completion, the
+    *check*) and returns xla-msa's mapping if its own game ends slower (``kept_xla``)."""
     obs, info = env.reset(seed=seed)
     st = env.static
     done = env.current_segment < 0
     decisions = departures = 0
     out_of_time = False
+    check = Completions(st)
     while not done:
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
@@ -278,17 +281,21 @@ def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, s
                 break
             action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
             decisions += 1
+            if action != base and not departures:
+                check.complete(env.sim_state)
             departures += int(action != base)
         obs, _, done, _, info = env.step(action)
+    state = env.sim_state
+    if out_of_time:
+        state = v1.copy_state(env.sim_state)
+        info = {"time": float(complete_msa(st, state, v1_obs.make_table(st)))}
+    kept_xla = departures > 0 and check.best_time < info["time"]
     details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions,
-               "departures": departures}
+               "departures": departures, "kept_xla": bool(kept_xla)}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
-    if out_of_time:
-        finished = v1.copy_state(env.sim_state)
-        complete_msa(st, finished, v1_obs.make_table(st))
-        return Solution(None, info=details, mapping=mapping_from_state(scenario.workload, st, finished))
-    return Solution(None, info=details, mapping=env.mapping())
+    state = check.best_state if kept_xla else state
+    return Solution(None, info=details, mapping=mapping_from_state(scenario.workload, st, state))
 
 
 def _search(scenario: Scenario, env, advantage_fn: AdvantageFn | None, gate: float, top: int, seed: int,
