@@ -51,8 +51,9 @@ def move_kind(action: int, k: int) -> str:
 
 
 def departures(agent, scenario, margin: float, inputs: list | None = None) -> dict:
-    """One program's row (module docstring); with ``inputs``, each departure's departure-head
-    input row (:func:`mallocgym.agents.muzero.head.head_inputs`) is appended to it."""
+    """One program's row (module docstring; its ``moves`` round each cost to 1e-5 points); with
+    ``inputs``, each departure's ``(departure-head input row, exact cost)`` is appended to it
+    (:func:`mallocgym.agents.muzero.head.head_inputs`; the cost not rounded: the head's labels)."""
     net = NumpyAdvantage(agent.model.net)
     env = make_env_v1(scenario, agent.config).unwrapped
     obs, info = env.reset(seed=0)
@@ -74,7 +75,8 @@ def departures(agent, scenario, margin: float, inputs: list | None = None) -> di
                 by_move[key] = by_move.get(key, 0.0) + costs[-1]
                 moves.append([key, round(gain, 4), round(costs[-1], 5)])
                 if inputs is not None:
-                    inputs.append(head_inputs(adv, features, base, move, env.k, scenario.workload.num_buffers))
+                    inputs.append((head_inputs(adv, features, base, move, env.k, scenario.workload.num_buffers),
+                                   costs[-1]))
         obs, _, done, _, info = env.step(action)
     c = np.array(costs)
     return {"name": scenario.name, "buffers": int(scenario.workload.num_buffers),

@@ -56,9 +56,9 @@ def _label(task: tuple[str, int, str]) -> str:
     agent = _AGENT[checkpoint]
     scenario = departures.generated(i, i + 1, agent.config.train)[0]
     start, inputs = time.perf_counter(), []
-    row = departures.departures(agent, scenario, 0.0, inputs)
+    departures.departures(agent, scenario, 0.0, inputs)
     buf = io.BytesIO()
-    np.savez(buf, X=np.array(inputs).reshape(len(inputs), -1), Y=np.array([m[2] for m in row["moves"]]),
+    np.savez(buf, X=np.array([x for x, _ in inputs]).reshape(len(inputs), -1), Y=np.array([y for _, y in inputs]),
              name=scenario.name)
     with atomic_write(Path(out) / f"p{i}.npz", "wb") as handle:
         handle.write(buf.getvalue())
