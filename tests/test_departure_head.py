@@ -135,3 +135,19 @@ def test_fit_writes_the_checkpoint_with_its_head_and_the_time_it_took(tmp_path):
     agent = make_agent(f"muzero-pol:{tmp_path / 'out'}")
     assert agent.head.threshold == -2.0 and agent.config.simulator.policy_margin == 0.0
     assert agent.head.layers[0][0].shape == (prepare(raw).shape[1], 64)
+
+
+def test_head_data_keeps_each_departures_exact_cost():
+    """``departures.departures(..., inputs)`` hands ``head.py data`` each departure's head row and
+    its exact cost; the printed row's ``moves`` round the same costs to 1e-5 points."""
+    script = baseline_script("muzero/v1/departures.py")
+    torch.manual_seed(0)
+    agent = MuZeroAgent(MuZeroNet(ObsSpec.from_env(make_env(SCENARIO, V1)), V1.network), V1, mode="policy")
+    inputs: list = []
+    row = script.departures(agent, SCENARIO, 0.0, inputs)
+    costs = [cost for _, cost in inputs]
+    assert len(inputs) == row["departures"] >= 2
+    assert [round(c, 5) for c in costs] == [m[2] for m in row["moves"]]
+    assert any(c != round(c, 5) for c in costs)                 # not rounded
+    assert sum(costs) == pytest.approx(row["sum_alone"], rel=1e-12)
+    assert all(x.shape == inputs[0][0].shape for x, _ in inputs)
