@@ -401,6 +401,34 @@ def test_twin_order_decides_like_brute_force(seed):
         assert (found is not None) == truth, name
 
 
+@settings(max_examples=150, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_single_runs_decide_like_brute_force_with_slack(seed):
+    """Tiny instances with room to spare (capacity from the largest rectangle to a little above
+    the peak, some highest offsets lowered), so that a placement often lifts no unplaced
+    rectangle (every one it overlaps already lies higher): then, when its subtree fails, its
+    later siblings are not tried. Single runs, no restarts and no table of failed states,
+    under several preorders, plain, ``/t`` and ``/s``, decide each instance as brute force
+    does."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, 4, n)
+    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    cap = int(rng.integers(int(size.max()), peak + 2))
+    maxoff = cap - size
+    lowered = rng.random(n) < 0.3
+    maxoff[lowered] = rng.integers(0, maxoff[lowered] + 1)
+    truth = brute_feasible(start, end, size, cap, maxoff)
+    part = P._Part.make(np.arange(n), start, end, size, maxoff, cap)
+    for name in ("TWA", "ZWA/t", "RST/s", "WAT", "ATW/t", "TAW/s"):
+        found = P._solve_part(part, name, None, [10**9], float("inf"))
+        assert (found is not None) == truth, name
+        if found is not None:
+            assert valid(start, end, size, cap, found) and np.all(found <= maxoff) and np.all(found >= 0)
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):

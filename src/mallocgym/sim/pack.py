@@ -37,8 +37,11 @@ is our own:
   No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
-  there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
-  unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
+  there is built on another path. **Hatless placements**: when the placed rectangle lifts no
+  unplaced one (in decision mode: every unplaced one it overlaps already has its lowest offset
+  at or above its top; in optimisation mode: it overlaps none), it is in nobody's way, so if
+  its subtree fails, no later sibling can succeed (a packing through one would have it higher,
+  and it could be lowered to where it was tried).
 * **Twins** (:func:`_bar_twins`). Rectangles over the same sections with the same highest top
   can swap places when one lies directly on the other; the round robin's runs let one lie on
   its twin only if it is no larger (larger below, equal sizes by index), which loses no
@@ -865,6 +868,8 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                 if f + total[s] > cap:
                     ok = False
                     break
+        # no unplaced rectangle lifted (its lowest offset below c's top): c is in nobody's way
+        free = not hat or (mode == 0 and lcount == start_l)
         if not ok:
             for j in range(lcount - 1, start_l - 1, -1):
                 low[llog_b[j]] = llog_v[j]
@@ -876,7 +881,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
             off[c] = -1
-            if not hat:
+            if free:
                 brk[depth] = 1
             continue
         if mode == 1:
@@ -889,7 +894,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
         else:  # forced: the ordinary rule's reference stays while the offset does
             prev = off[pb[depth - 1]] if depth > 0 else np.int64(-1)
             tp[depth + 1] = tp[depth] if prev == o else np.int64(-1)
-        hl[depth] = 0 if hat else 1
+        hl[depth] = 1 if free else 0
         lptr[depth] = start_l
         fptr[depth] = start_f
         depth += 1
