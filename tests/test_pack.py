@@ -350,6 +350,23 @@ def test_gap_subset_sum_proves_a_dead_state():
         assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
 
 
+@settings(max_examples=100, deadline=None)
+@given(hs.lists(hs.integers(0, 60), max_size=80), hs.integers(0, 4))
+def test_releases_sorted_with_their_rectangles(values, spread):
+    """The stacking's sort (:func:`P._sort_releases`, bucketed by distinct value, ``argsort``
+    past ``SORT_DISTINCT`` of them): keys ascending, each rectangle still with its own key;
+    up to 61 distinct values, so both ways are taken."""
+    keys = np.array([v * 10**spread for v in values] + [0], dtype=np.int64)
+    cand = np.arange(keys.size, dtype=np.int64) * 3 + 1
+    m = len(values)
+    want = sorted(zip(keys[:m].tolist(), cand[:m].tolist()))
+    k, c = keys.copy(), cand.copy()
+    P._sort_releases(k, c, m, np.empty(m + 1, dtype=np.int64), np.empty(m + 2, dtype=np.int64),
+                     np.empty(m + 1, dtype=np.int64))
+    assert k[:m].tolist() == sorted(keys[:m].tolist())
+    assert sorted(zip(k[:m].tolist(), c[:m].tolist())) == want
+
+
 # ------------------------------------------------------------------------------------ twins
 def test_stacked_twins_lie_largest_first():
     """Twins (same ops, same highest top): A [0,1] 1 unit and B [0,1] 2 units in 3. Both

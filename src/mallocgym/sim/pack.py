@@ -85,6 +85,7 @@ FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tr
 # spent / the unplaced rectangles fell apart in time (decision mode; the caller solves the parts)
 BIG = np.int64(1) << np.int64(60)
 SUBSET_STEPS = 256  # steps of a gap's subset-sum search before it gives up (and lets the gap pass)
+SORT_DISTINCT = 32  # the stacking's releases are bucket-sorted up to this many distinct values
 FORCE_MAX = 1  # branch on a tight section only when at most this many rectangles can cover it
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
@@ -452,6 +453,68 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 
 @njit(cache=True)
+def _sort_releases(keys, cand, m, dv, bcnt, tmp):
+    """Sort ``keys[:m]`` (releases) and ``cand[:m]`` with them, ascending, ties in any order: the
+    distinct keys (few: offsets of placed tops) are sorted by insertion and found by binary
+    search, and the entries are bucketed by them (more than ``SORT_DISTINCT`` distinct keys:
+    ``numpy.argsort``). ``dv``, ``bcnt`` (``m + 2``), ``tmp``: scratch."""
+    nd = 0
+    for i in range(m):  # the distinct keys, sorted
+        x = keys[i]
+        if nd > SORT_DISTINCT:
+            order = np.argsort(keys[:m])
+            for j in range(m):
+                tmp[j] = cand[order[j]]
+            for j in range(m):
+                cand[j] = tmp[j]
+                tmp[j] = keys[order[j]]
+            for j in range(m):
+                keys[j] = tmp[j]
+            return
+        lo, hi = 0, nd
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if dv[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < nd and dv[lo] == x:
+            continue
+        for j in range(nd, lo, -1):
+            dv[j] = dv[j - 1]
+        dv[lo] = x
+        nd += 1
+    for j in range(nd + 1):
+        bcnt[j] = 0
+    for i in range(m):  # each entry's bucket (its key's rank), counted
+        x = keys[i]
+        lo, hi = 0, nd - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if dv[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        tmp[i] = lo
+        bcnt[lo + 1] += 1
+    for j in range(nd):
+        bcnt[j + 1] += bcnt[j]
+    for i in range(m):  # tmp[i] becomes entry i's place; keys[:m] is then rewritten from dv
+        b = tmp[i]
+        tmp[i] = bcnt[b]
+        bcnt[b] += 1
+    for i in range(m):
+        keys[i] = cand[i]
+    for i in range(m):
+        cand[tmp[i]] = keys[i]
+    k = 0
+    for j in range(nd):  # bcnt[j] is now the end of bucket j
+        while k < bcnt[j]:
+            keys[k] = dv[j]
+            k += 1
+
+
+@njit(cache=True)
 def _bar_twins(bad, kr, tw_ptr, tw_idx, topi, off, low, size, s0):
     """Set ``bad[b]`` for each unplaced ``b`` that would lie directly on a twin ``t`` (same
     sections and highest top; ``t`` the last placed in them, ``b``'s lowest offset ``t``'s top)
@@ -526,6 +589,9 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
     suf = np.empty(n + 1, dtype=np.int64)
     stk = np.empty((n + 2, 2), dtype=np.int64)
     gmemo = np.full((nsec, 7), -1, dtype=np.int64)
+    rel = np.empty(n + 1, dtype=np.int64)  # scratch of _sort_releases
+    dv = np.empty(n + 1, dtype=np.int64)
+    bcnt = np.empty(n + 2, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -654,13 +720,17 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                     used[s] = base + total[s] - used[s]
                     if used[s] > cap:
                         ok = False
-                order = np.argsort(keys[:m])
+                # by release; ties in any order: two released at r stack to max(level, r) + both
+                # sizes either way, and a section overflows iff its last stack does
+                if ok:
+                    _sort_releases(keys, cand, m, dv, bcnt, rel)
                 for i in range(m):
                     if not ok:
                         break
-                    e = cand[order[i]]
+                    e = cand[i]
+                    r = keys[i]
                     for s in range(s0[e], s1[e]):
-                        t = used[s] if used[s] > keys[order[i]] else keys[order[i]]
+                        t = used[s] if used[s] > r else r
                         t += size[e]
                         if t > cap:
                             ok = False
