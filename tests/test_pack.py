@@ -191,9 +191,10 @@ def test_restarts_and_kept_failures_decide_like_one_plain_search(seed, monkeypat
 
 
 # ---------------------------------------------------------------- level covers (inference)
-def cover_state(start, end, size, cap, offsets):
+def cover_state(start, end, size, cap, offsets, cache=None):
     """The kernel's state after placing ``offsets`` (-1: unplaced) in canonical order, the last
-    one at the highest offset: run :func:`P._level_cover_ok` on it; ``(ok, bad, low)``."""
+    one at the highest offset: run :func:`P._level_cover_ok` on it (``cache``: the subset-sum
+    answers kept across calls, fresh by default); ``(ok, bad, low)``."""
     start, end, size = (np.asarray(a, dtype=np.int64) for a in (start, end, size))
     n = size.size
     part = P._Part.make(np.arange(n), start, end, size, cap - size, cap)
@@ -217,7 +218,8 @@ def cover_state(start, end, size, cap, offsets):
     ns = part.nsec
     ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
                            part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(n + 1), z(n + 1), np.zeros((n + 2, 2), dtype=np.int64),
-                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG)
+                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG,
+                           np.zeros((16, 3), dtype=np.uint64) if cache is None else cache)
     return ok, bad, low
 
 
@@ -348,6 +350,27 @@ def test_gap_subset_sum_proves_a_dead_state():
     for sizes, want in ((dead, "infeasible"), (live, "optimal")):
         pinned = [0, 0] + [13 - z for z in sizes[2:]]
         assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.tuples(hs.lists(hs.integers(1, 9), max_size=7), hs.integers(1, 30)), min_size=1, max_size=30))
+def test_kept_subset_sums_answer_like_brute_force(questions):
+    """The gap test's subset sums kept across nodes (:func:`P._subset_sum_kept`), by the sizes
+    and the gap: a run of questions through one cache (and through a 2-slot one, whose slots
+    are overwritten), each asked twice, against every subset; each question comes with the
+    next gap and with one size one larger, so that a key missing either would answer one
+    question with another's answer."""
+    shared, tiny = np.zeros((1 << 10, 3), dtype=np.uint64), np.zeros((2, 3), dtype=np.uint64)
+    asked = []
+    for sizes, gap in questions:
+        asked += [(sizes, gap), (sizes, gap + 1)] + ([(sizes[:-1] + [sizes[-1] + 1], gap)] if sizes else [])
+    for sizes, gap in asked + asked[::-1]:
+        truth = any(sum(c) == gap for r in range(len(sizes) + 1) for c in itertools.combinations(sizes, r))
+        z = np.array(sorted(sizes, reverse=True) + [0], dtype=np.int64)
+        for cache in (shared, tiny):
+            got = P._subset_sum_kept(z.copy(), len(sizes), np.zeros(len(sizes) + 1, dtype=np.int64), gap,
+                                     np.zeros((len(sizes) + 2, 2), dtype=np.int64), cache)
+            assert got == truth, (sizes, gap)
 
 
 @settings(max_examples=100, deadline=None)

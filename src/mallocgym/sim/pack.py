@@ -86,6 +86,7 @@ FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tr
 BIG = np.int64(1) << np.int64(60)
 SUBSET_STEPS = 256  # steps of a gap's subset-sum search before it gives up (and lets the gap pass)
 SORT_DISTINCT = 32  # the stacking's releases are bucket-sorted up to this many distinct values
+_SUBSET_CACHE = np.zeros((1 << 14, 3), dtype=np.uint64)  # the gap test's subset-sum answers (_gaps_fillable)
 FORCE_MAX = 1  # branch on a tight section only when at most this many rectangles can cover it
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
@@ -311,14 +312,39 @@ def _subset_sum(z, k, suf, g, stk, limit):
 
 
 @njit(cache=True)
-def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr, cv_idx):
+def _subset_sum_kept(z, k, suf, g, stk, ssc):
+    """:func:`_subset_sum` of the sizes ``z[:k]`` (largest first) and the gap ``g`` with
+    ``SUBSET_STEPS`` steps, its answers kept in ``ssc`` (``uint64[2**j, 3]``, direct-mapped: a
+    slot keeps the last) by a 128-bit hash of the sizes (as a multiset) and ``g``, across nodes
+    and runs: the answer depends on nothing else."""
+    hz = np.uint64(0)
+    for i in range(k):
+        hz += _mix(np.uint64(z[i]))
+    h1 = _mix(hz ^ np.uint64(g))
+    h2 = _mix(h1 + hz + np.uint64(0x2545F4914F6CDD1D))
+    slot = h1 & np.uint64(ssc.shape[0] - 1)
+    if ssc[slot, 0] == h1 and ssc[slot, 1] == h2:
+        return ssc[slot, 2] == np.uint64(1)
+    acc = np.int64(0)
+    suf[k] = 0
+    for i in range(k - 1, -1, -1):
+        acc += z[i]
+        suf[i] = acc
+    ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+    ssc[slot, 0], ssc[slot, 1], ssc[slot, 2] = h1, h2, np.uint64(1 if ok else 0)
+    return ok
+
+
+@njit(cache=True)
+def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr, cv_idx, ssc):
     """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level
     ``t``, a gap that the other unplaced rectangles there can fill exactly: the section has no
     room to spare, so the ones below ``b`` fill ``[t, v)``; ``v - t`` must be the sum of the
     sizes of some of those that fit under ``v`` (``low + size <= v``; :func:`_subset_sum`).
     ``memo[s]`` keeps section ``s``'s answers at the node ``stamp``: for one ``v`` and every
     ``b`` not among those (most are not), and for one ``v`` and ``b``'s size otherwise (the
-    sizes left for the gap are then the same)."""
+    sizes left for the gap are then the same). ``ssc``: the subset sums' answers, kept across
+    nodes (:func:`_subset_sum_kept`; the same nodes are searched with or without them)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
@@ -351,12 +377,7 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
             if r == 0:  # filled that way: no need for the search
                 ok = True
             else:
-                acc = np.int64(0)
-                suf[k] = 0
-                for i in range(k - 1, -1, -1):
-                    acc += z[i]
-                    suf[i] = acc
-                ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+                ok = _subset_sum_kept(z, k, suf, g, stk, ssc)
             memo[s, w], memo[s, w + 1], memo[s, w + 2], memo[s, w + 3] = stamp, v, zb, 1 if ok else 0
             if not ok:
                 return False
@@ -365,7 +386,7 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
 
 @njit(cache=True)
 def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, z, suf, stk,
-                    memo, stamp, vmax):
+                    memo, stamp, vmax, ssc):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -407,7 +428,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                 e = s1[b] if s1[b] < hi + 1 else hi + 1
                 if fw[e] == 0 and off[b] < 0 and low[b] <= v and v <= maxoff[b] \
                         and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr,
-                                           cv_idx):
+                                           cv_idx, ssc):
                     fw[e] = 1
         if fw[hi + 1] == 0:
             return False
@@ -436,7 +457,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                     if off[b] < 0 and low[b] <= v and v <= maxoff[b] \
                             and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
                             and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
-                                               cv_ptr, cv_idx):
+                                               cv_ptr, cv_idx, ssc):
                         bw[p] = 1
                         break
             for p in range(lo, hi + 1):
@@ -546,7 +567,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t):
+            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t, ssc):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -744,7 +765,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                         if off[e] < 0 and low[e] + size[e] < vmax:
                             vmax = low[e] + size[e]
                     ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, zs,
-                                         suf, stk, gmemo, nodes, vmax)
+                                         suf, stk, gmemo, nodes, vmax, ssc)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -1139,7 +1160,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t, _SUBSET_CACHE)
         return self.status
 
 
