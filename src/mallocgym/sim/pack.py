@@ -414,6 +414,20 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
         hi = lo
         while hi + 1 < nsec and tlev[hi + 1] == v:
             hi += 1
+        # the rectangles at their lowest offset v that span the run are checked below (only
+        # below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher), and
+        # only then is the forward pass needed beyond the run's end
+        marked = False
+        if v < vmax:
+            for p in range(lo, hi + 1):
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] == v:
+                        marked = True
+                        break
+                if marked:
+                    break
         # the run [lo, hi] at level v; the ranges starting at p: those spanning lo for p = lo
         # (cv), those whose first section is p after it (sb)
         for p in range(lo, hi + 2):
@@ -422,6 +436,8 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
         for p in range(lo, hi + 1):
             if fw[p] == 0:
                 continue
+            if fw[hi + 1] == 1 and not marked:
+                break
             lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
             for q in range(qa, qb):
                 b = lst[q]
@@ -430,23 +446,11 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                         and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr,
                                            cv_idx, ssc):
                     fw[e] = 1
+                    if e == hi + 1 and not marked:
+                        break
         if fw[hi + 1] == 0:
             return False
         # the rectangles at their lowest offset v that span the run: in a cover, or not now
-        # (only below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher)
-        if v >= vmax:
-            lo = hi + 1
-            continue
-        marked = False
-        for p in range(lo, hi + 1):
-            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
-            for q in range(qa, qb):
-                b = lst[q]
-                if off[b] < 0 and low[b] == v:
-                    marked = True
-                    break
-            if marked:
-                break
         if marked:
             bw[hi + 1] = 1
             for p in range(hi, lo - 1, -1):
