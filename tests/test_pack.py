@@ -384,8 +384,8 @@ def test_releases_sorted_with_their_rectangles(values, spread):
     m = len(values)
     want = sorted(zip(keys[:m].tolist(), cand[:m].tolist()))
     k, c = keys.copy(), cand.copy()
-    P._sort_releases(k, c, m, np.empty(m + 1, dtype=np.int64), np.empty(m + 2, dtype=np.int64),
-                     np.empty(m + 1, dtype=np.int64))
+    P._sort_releases(k, c, m, np.empty(max(m + 1, 3 * P.SORT_DISTINCT + 1), dtype=np.int64),
+                     np.empty(m + 2, dtype=np.int64), np.empty(m + 1, dtype=np.int64))
     assert k[:m].tolist() == sorted(keys[:m].tolist())
     assert sorted(zip(k[:m].tolist(), c[:m].tolist())) == want
 

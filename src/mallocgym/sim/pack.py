@@ -479,52 +479,56 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
 
 @njit(cache=True)
 def _sort_releases(keys, cand, m, dv, bcnt, tmp):
-    """Sort ``keys[:m]`` (releases) and ``cand[:m]`` with them, ascending, ties in any order: the
-    distinct keys (few: offsets of placed tops) are sorted by insertion and found by binary
-    search, and the entries are bucketed by them (more than ``SORT_DISTINCT`` distinct keys:
-    ``numpy.argsort``). ``dv``, ``bcnt`` (``m + 2``), ``tmp``: scratch."""
+    """Sort ``keys[:m]`` (releases) and ``cand[:m]`` with them, ascending, ties in any order.
+    The distinct keys are few (the offsets of placed tops): each entry finds its key's bucket
+    in a small hash table, the buckets are sorted by key, and the entries placed bucket by
+    bucket (more than ``SORT_DISTINCT`` distinct keys: ``numpy.argsort``). ``dv`` (``m + 1``
+    and at least ``3 * SORT_DISTINCT + 1``), ``bcnt`` (``m + 2``), ``tmp`` (``m + 1``):
+    scratch."""
+    slots = 2 * SORT_DISTINCT  # a power of two, at least twice the buckets
+    tab = dv[SORT_DISTINCT + 1:SORT_DISTINCT + 1 + slots]  # bucket + 1 of each slot, 0: empty
+    for j in range(slots):
+        tab[j] = 0
     nd = 0
-    for i in range(m):  # the distinct keys, sorted
+    for i in range(m):
         x = keys[i]
-        if nd > SORT_DISTINCT:
-            order = np.argsort(keys[:m])
-            for j in range(m):
-                tmp[j] = cand[order[j]]
-            for j in range(m):
-                cand[j] = tmp[j]
-                tmp[j] = keys[order[j]]
-            for j in range(m):
-                keys[j] = tmp[j]
-            return
-        lo, hi = 0, nd
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if dv[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < nd and dv[lo] == x:
-            continue
-        for j in range(nd, lo, -1):
-            dv[j] = dv[j - 1]
-        dv[lo] = x
-        nd += 1
-    for j in range(nd + 1):
-        bcnt[j] = 0
-    for i in range(m):  # each entry's bucket (its key's rank), counted
-        x = keys[i]
-        lo, hi = 0, nd - 1
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if dv[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        tmp[i] = lo
-        bcnt[lo + 1] += 1
+        h = np.int64((np.uint64(x) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(58)) & (slots - 1)
+        while tab[h] != 0 and dv[tab[h] - 1] != x:
+            h = (h + 1) & (slots - 1)
+        if tab[h] == 0:
+            if nd == SORT_DISTINCT:
+                order = np.argsort(keys[:m])
+                for j in range(m):
+                    tmp[j] = cand[order[j]]
+                for j in range(m):
+                    cand[j] = tmp[j]
+                    tmp[j] = keys[order[j]]
+                for j in range(m):
+                    keys[j] = tmp[j]
+                return
+            dv[nd] = x
+            bcnt[nd] = 0
+            nd += 1
+            tab[h] = nd
+        tmp[i] = tab[h] - 1
+        bcnt[tab[h] - 1] += 1
+    # the buckets by key (insertion sort of at most SORT_DISTINCT), as ranks: the key of rank j
+    # is dv[rank_b[j]]; bcnt[b] becomes bucket b's first place
+    rank_b = tab  # the hash table is no longer needed
     for j in range(nd):
-        bcnt[j + 1] += bcnt[j]
-    for i in range(m):  # tmp[i] becomes entry i's place; keys[:m] is then rewritten from dv
+        b = j
+        k = j - 1
+        while k >= 0 and dv[rank_b[k]] > dv[b]:
+            rank_b[k + 1] = rank_b[k]
+            k -= 1
+        rank_b[k + 1] = b
+    place = 0
+    for j in range(nd):
+        b = rank_b[j]
+        c = bcnt[b]
+        bcnt[b] = place
+        place += c
+    for i in range(m):  # tmp[i] becomes entry i's place
         b = tmp[i]
         tmp[i] = bcnt[b]
         bcnt[b] += 1
@@ -533,9 +537,10 @@ def _sort_releases(keys, cand, m, dv, bcnt, tmp):
     for i in range(m):
         cand[tmp[i]] = keys[i]
     k = 0
-    for j in range(nd):  # bcnt[j] is now the end of bucket j
-        while k < bcnt[j]:
-            keys[k] = dv[j]
+    for j in range(nd):
+        x = dv[rank_b[j]]
+        while k < bcnt[rank_b[j]]:
+            keys[k] = x
             k += 1
 
 
@@ -615,7 +620,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
     stk = np.empty((n + 2, 2), dtype=np.int64)
     gmemo = np.full((nsec, 7), -1, dtype=np.int64)
     rel = np.empty(n + 1, dtype=np.int64)  # scratch of _sort_releases
-    dv = np.empty(n + 1, dtype=np.int64)
+    dv = np.empty(max(n + 1, 3 * SORT_DISTINCT + 1), dtype=np.int64)
     bcnt = np.empty(n + 2, dtype=np.int64)
     spent = 0
     status = BUDGET
