@@ -191,9 +191,10 @@ def test_restarts_and_kept_failures_decide_like_one_plain_search(seed, monkeypat
 
 
 # ---------------------------------------------------------------- level covers (inference)
-def cover_state(start, end, size, cap, offsets):
+def cover_state(start, end, size, cap, offsets, cache=None):
     """The kernel's state after placing ``offsets`` (-1: unplaced) in canonical order, the last
-    one at the highest offset: run :func:`P._level_cover_ok` on it; ``(ok, bad, low)``."""
+    one at the highest offset: run :func:`P._level_cover_ok` on it (``cache``: the subset-sum
+    answers kept across calls, fresh by default); ``(ok, bad, low)``."""
     start, end, size = (np.asarray(a, dtype=np.int64) for a in (start, end, size))
     n = size.size
     part = P._Part.make(np.arange(n), start, end, size, cap - size, cap)
@@ -217,7 +218,8 @@ def cover_state(start, end, size, cap, offsets):
     ns = part.nsec
     ok = P._level_cover_ok(tlev, off, low, size, part.maxoff, part.s0, part.s1, part.cv_ptr, part.cv_idx,
                            part.sb, part.sptr, z(ns + 2), z(ns + 2), bad, z(n + 1), z(n + 1), np.zeros((n + 2, 2), dtype=np.int64),
-                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG)
+                           np.full((ns, 7), -1, dtype=np.int64), 0, P.BIG,
+                           np.zeros((16, 3), dtype=np.uint64) if cache is None else cache)
     return ok, bad, low
 
 
@@ -350,6 +352,44 @@ def test_gap_subset_sum_proves_a_dead_state():
         assert P.pack(start, end, sizes, 13, max_offset=pinned, time_limit_s=5).status == want
 
 
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.tuples(hs.lists(hs.integers(1, 9), max_size=7), hs.integers(1, 30)), min_size=1, max_size=30))
+def test_kept_subset_sums_answer_like_brute_force(questions):
+    """The gap test's subset sums kept across nodes (:func:`P._subset_sum_kept`), by the sizes
+    and the gap: a run of questions through one cache (and through a 2-slot one, whose slots
+    are overwritten), each asked twice, against every subset; each question comes with the
+    next gap and with one size one larger, so that a key missing either would answer one
+    question with another's answer."""
+    shared, tiny = np.zeros((1 << 10, 3), dtype=np.uint64), np.zeros((2, 3), dtype=np.uint64)
+    asked = []
+    for sizes, gap in questions:
+        asked += [(sizes, gap), (sizes, gap + 1)] + ([(sizes[:-1] + [sizes[-1] + 1], gap)] if sizes else [])
+    for sizes, gap in asked + asked[::-1]:
+        truth = any(sum(c) == gap for r in range(len(sizes) + 1) for c in itertools.combinations(sizes, r))
+        z = np.array(sorted(sizes, reverse=True) + [0], dtype=np.int64)
+        for cache in (shared, tiny):
+            got = P._subset_sum_kept(z.copy(), len(sizes), np.zeros(len(sizes) + 1, dtype=np.int64), gap,
+                                     np.zeros((len(sizes) + 2, 2), dtype=np.int64), cache)
+            assert got == truth, (sizes, gap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(hs.lists(hs.integers(0, 60), max_size=80), hs.integers(0, 4))
+def test_releases_sorted_with_their_rectangles(values, spread):
+    """The stacking's sort (:func:`P._sort_releases`, bucketed by distinct value, ``argsort``
+    past ``SORT_DISTINCT`` of them): keys ascending, each rectangle still with its own key;
+    up to 61 distinct values, so both ways are taken."""
+    keys = np.array([v * 10**spread for v in values] + [0], dtype=np.int64)
+    cand = np.arange(keys.size, dtype=np.int64) * 3 + 1
+    m = len(values)
+    want = sorted(zip(keys[:m].tolist(), cand[:m].tolist()))
+    k, c = keys.copy(), cand.copy()
+    P._sort_releases(k, c, m, np.empty(max(m + 1, 3 * P.SORT_DISTINCT + 1), dtype=np.int64),
+                     np.empty(m + 2, dtype=np.int64), np.empty(m + 1, dtype=np.int64))
+    assert k[:m].tolist() == sorted(keys[:m].tolist())
+    assert sorted(zip(k[:m].tolist(), c[:m].tolist())) == want
+
+
 # ------------------------------------------------------------------------------------ twins
 def test_stacked_twins_lie_largest_first():
     """Twins (same ops, same highest top): A [0,1] 1 unit and B [0,1] 2 units in 3. Both
@@ -399,6 +439,34 @@ def test_twin_order_decides_like_brute_force(seed):
     for name in ("TWA/s", "ZWA/ts", "RST/s", "TWA/t"):
         found = P._solve_part(part, name, None, [10**9], float("inf"))
         assert (found is not None) == truth, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.integers(0, 2**32 - 1))
+def test_single_runs_decide_like_brute_force_with_slack(seed):
+    """Tiny instances with room to spare (capacity from the largest rectangle to a little above
+    the peak, some highest offsets lowered), so that a placement often lifts no unplaced
+    rectangle (every one it overlaps already lies higher): then, when its subtree fails, its
+    later siblings are not tried. Single runs, no restarts and no table of failed states,
+    under several preorders, plain, ``/t`` and ``/s``, decide each instance as brute force
+    does."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    start = rng.integers(0, 4, n)
+    end = start + rng.integers(0, 3, n)
+    size = rng.integers(1, 4, n)
+    peak = max(int(size[(start <= t) & (end >= t)].sum()) for t in range(7))
+    cap = int(rng.integers(int(size.max()), peak + 2))
+    maxoff = cap - size
+    lowered = rng.random(n) < 0.3
+    maxoff[lowered] = rng.integers(0, maxoff[lowered] + 1)
+    truth = brute_feasible(start, end, size, cap, maxoff)
+    part = P._Part.make(np.arange(n), start, end, size, maxoff, cap)
+    for name in ("TWA", "ZWA/t", "RST/s", "WAT", "ATW/t", "TAW/s"):
+        found = P._solve_part(part, name, None, [10**9], float("inf"))
+        assert (found is not None) == truth, name
+        if found is not None:
+            assert valid(start, end, size, cap, found) and np.all(found <= maxoff) and np.all(found >= 0)
 
 
 # ------------------------------------------------------------------------------ planted optima

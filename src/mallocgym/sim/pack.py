@@ -37,8 +37,11 @@ is our own:
   No cover kills the node; a candidate in no cover at its lowest offset is not tried.
 * **Dominance.** Placing ``c`` at ``L[c] >= L[d] + size[d]`` for some unplaced ``d`` (that still
   fits) is never needed: ``d`` would fit below ``c`` at ``L[d]`` and the packing with ``d``
-  there is built on another path. **Hatless placements**: when the placed rectangle overlaps no
-  unplaced one, it constrains nobody, so if its subtree fails, no sibling can succeed.
+  there is built on another path. **Hatless placements**: when the placed rectangle lifts no
+  unplaced one (in decision mode: every unplaced one it overlaps already has its lowest offset
+  at or above its top; in optimisation mode: it overlaps none), it is in nobody's way, so if
+  its subtree fails, no later sibling can succeed (a packing through one would have it higher,
+  and it could be lowered to where it was tried).
 * **Twins** (:func:`_bar_twins`). Rectangles over the same sections with the same highest top
   can swap places when one lies directly on the other; the round robin's runs let one lie on
   its twin only if it is no larger (larger below, equal sizes by index), which loses no
@@ -82,6 +85,8 @@ FOUND, EXHAUSTED, BUDGET, SPLIT = 0, 1, 2, 3  # kernel statuses: all placed / tr
 # spent / the unplaced rectangles fell apart in time (decision mode; the caller solves the parts)
 BIG = np.int64(1) << np.int64(60)
 SUBSET_STEPS = 256  # steps of a gap's subset-sum search before it gives up (and lets the gap pass)
+SORT_DISTINCT = 32  # the stacking's releases are bucket-sorted up to this many distinct values
+_SUBSET_CACHE = np.zeros((1 << 14, 3), dtype=np.uint64)  # the gap test's subset-sum answers (_gaps_fillable)
 FORCE_MAX = 1  # branch on a tight section only when at most this many rectangles can cover it
 
 # Static preorders: tie-breakers among candidates of equal lowest offset (keys, descending).
@@ -307,14 +312,39 @@ def _subset_sum(z, k, suf, g, stk, limit):
 
 
 @njit(cache=True)
-def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr, cv_idx):
+def _subset_sum_kept(z, k, suf, g, stk, ssc):
+    """:func:`_subset_sum` of the sizes ``z[:k]`` (largest first) and the gap ``g`` with
+    ``SUBSET_STEPS`` steps, its answers kept in ``ssc`` (``uint64[2**j, 3]``, direct-mapped: a
+    slot keeps the last) by a 128-bit hash of the sizes (as a multiset) and ``g``, across nodes
+    and runs: the answer depends on nothing else."""
+    hz = np.uint64(0)
+    for i in range(k):
+        hz += _mix(np.uint64(z[i]))
+    h1 = _mix(hz ^ np.uint64(g))
+    h2 = _mix(h1 + hz + np.uint64(0x2545F4914F6CDD1D))
+    slot = h1 & np.uint64(ssc.shape[0] - 1)
+    if ssc[slot, 0] == h1 and ssc[slot, 1] == h2:
+        return ssc[slot, 2] == np.uint64(1)
+    acc = np.int64(0)
+    suf[k] = 0
+    for i in range(k - 1, -1, -1):
+        acc += z[i]
+        suf[i] = acc
+    ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+    ssc[slot, 0], ssc[slot, 1], ssc[slot, 2] = h1, h2, np.uint64(1 if ok else 0)
+    return ok
+
+
+@njit(cache=True)
+def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr, cv_idx, ssc):
     """Whether ``b`` at offset ``v`` leaves, in each tight section it spans with a lower level
     ``t``, a gap that the other unplaced rectangles there can fill exactly: the section has no
     room to spare, so the ones below ``b`` fill ``[t, v)``; ``v - t`` must be the sum of the
     sizes of some of those that fit under ``v`` (``low + size <= v``; :func:`_subset_sum`).
     ``memo[s]`` keeps section ``s``'s answers at the node ``stamp``: for one ``v`` and every
     ``b`` not among those (most are not), and for one ``v`` and ``b``'s size otherwise (the
-    sizes left for the gap are then the same)."""
+    sizes left for the gap are then the same). ``ssc``: the subset sums' answers, kept across
+    nodes (:func:`_subset_sum_kept`; the same nodes are searched with or without them)."""
     for s in range(s0[b], s1[b]):
         t = tlev[s]
         if t >= 0 and t < v:
@@ -347,12 +377,7 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
             if r == 0:  # filled that way: no need for the search
                 ok = True
             else:
-                acc = np.int64(0)
-                suf[k] = 0
-                for i in range(k - 1, -1, -1):
-                    acc += z[i]
-                    suf[i] = acc
-                ok = _subset_sum(z, k, suf, g, stk, SUBSET_STEPS)
+                ok = _subset_sum_kept(z, k, suf, g, stk, ssc)
             memo[s, w], memo[s, w + 1], memo[s, w + 2], memo[s, w + 3] = stamp, v, zb, 1 if ok else 0
             if not ok:
                 return False
@@ -361,7 +386,7 @@ def _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
 
 @njit(cache=True)
 def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, z, suf, stk,
-                    memo, stamp, vmax):
+                    memo, stamp, vmax, ssc):
     """Whether every tight section's level can be the offset of a rectangle covering it.
 
     A tight section ``s`` (``tlev[s] >= 0``, its level: its unplaced rectangles exactly fill
@@ -389,6 +414,20 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
         hi = lo
         while hi + 1 < nsec and tlev[hi + 1] == v:
             hi += 1
+        # the rectangles at their lowest offset v that span the run are checked below (only
+        # below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher), and
+        # only then is the forward pass needed beyond the run's end
+        marked = False
+        if v < vmax:
+            for p in range(lo, hi + 1):
+                lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
+                for q in range(qa, qb):
+                    b = lst[q]
+                    if off[b] < 0 and low[b] == v:
+                        marked = True
+                        break
+                if marked:
+                    break
         # the run [lo, hi] at level v; the ranges starting at p: those spanning lo for p = lo
         # (cv), those whose first section is p after it (sb)
         for p in range(lo, hi + 2):
@@ -397,31 +436,21 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
         for p in range(lo, hi + 1):
             if fw[p] == 0:
                 continue
+            if fw[hi + 1] == 1 and not marked:
+                break
             lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
             for q in range(qa, qb):
                 b = lst[q]
                 e = s1[b] if s1[b] < hi + 1 else hi + 1
                 if fw[e] == 0 and off[b] < 0 and low[b] <= v and v <= maxoff[b] \
                         and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size, cv_ptr,
-                                           cv_idx):
+                                           cv_idx, ssc):
                     fw[e] = 1
+                    if e == hi + 1 and not marked:
+                        break
         if fw[hi + 1] == 0:
             return False
         # the rectangles at their lowest offset v that span the run: in a cover, or not now
-        # (only below ``vmax``, the lowest top of an unplaced rectangle: no candidate is higher)
-        if v >= vmax:
-            lo = hi + 1
-            continue
-        marked = False
-        for p in range(lo, hi + 1):
-            lst, qa, qb = (cv_idx, cv_ptr[p], cv_ptr[p + 1]) if p == lo else (sb, sptr[p], sptr[p + 1])
-            for q in range(qa, qb):
-                b = lst[q]
-                if off[b] < 0 and low[b] == v:
-                    marked = True
-                    break
-            if marked:
-                break
         if marked:
             bw[hi + 1] = 1
             for p in range(hi, lo - 1, -1):
@@ -432,7 +461,7 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                     if off[b] < 0 and low[b] <= v and v <= maxoff[b] \
                             and bw[s1[b] if s1[b] < hi + 1 else hi + 1] == 1 \
                             and _gaps_fillable(b, v, tlev, s0, s1, z, suf, stk, memo, stamp, off, low, size,
-                                               cv_ptr, cv_idx):
+                                               cv_ptr, cv_idx, ssc):
                         bw[p] = 1
                         break
             for p in range(lo, hi + 1):
@@ -446,6 +475,73 @@ def _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sp
                             bad[b] = 1
         lo = hi + 1
     return True
+
+
+@njit(cache=True)
+def _sort_releases(keys, cand, m, dv, bcnt, tmp):
+    """Sort ``keys[:m]`` (releases) and ``cand[:m]`` with them, ascending, ties in any order.
+    The distinct keys are few (the offsets of placed tops): each entry finds its key's bucket
+    in a small hash table, the buckets are sorted by key, and the entries placed bucket by
+    bucket (more than ``SORT_DISTINCT`` distinct keys: ``numpy.argsort``). ``dv`` (``m + 1``
+    and at least ``3 * SORT_DISTINCT + 1``), ``bcnt`` (``m + 2``), ``tmp`` (``m + 1``):
+    scratch."""
+    slots = 2 * SORT_DISTINCT  # a power of two, at least twice the buckets
+    tab = dv[SORT_DISTINCT + 1:SORT_DISTINCT + 1 + slots]  # bucket + 1 of each slot, 0: empty
+    for j in range(slots):
+        tab[j] = 0
+    nd = 0
+    for i in range(m):
+        x = keys[i]
+        h = np.int64((np.uint64(x) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(58)) & (slots - 1)
+        while tab[h] != 0 and dv[tab[h] - 1] != x:
+            h = (h + 1) & (slots - 1)
+        if tab[h] == 0:
+            if nd == SORT_DISTINCT:
+                order = np.argsort(keys[:m])
+                for j in range(m):
+                    tmp[j] = cand[order[j]]
+                for j in range(m):
+                    cand[j] = tmp[j]
+                    tmp[j] = keys[order[j]]
+                for j in range(m):
+                    keys[j] = tmp[j]
+                return
+            dv[nd] = x
+            bcnt[nd] = 0
+            nd += 1
+            tab[h] = nd
+        tmp[i] = tab[h] - 1
+        bcnt[tab[h] - 1] += 1
+    # the buckets by key (insertion sort of at most SORT_DISTINCT), as ranks: the key of rank j
+    # is dv[rank_b[j]]; bcnt[b] becomes bucket b's first place
+    rank_b = tab  # the hash table is no longer needed
+    for j in range(nd):
+        b = j
+        k = j - 1
+        while k >= 0 and dv[rank_b[k]] > dv[b]:
+            rank_b[k + 1] = rank_b[k]
+            k -= 1
+        rank_b[k + 1] = b
+    place = 0
+    for j in range(nd):
+        b = rank_b[j]
+        c = bcnt[b]
+        bcnt[b] = place
+        place += c
+    for i in range(m):  # tmp[i] becomes entry i's place
+        b = tmp[i]
+        tmp[i] = bcnt[b]
+        bcnt[b] += 1
+    for i in range(m):
+        keys[i] = cand[i]
+    for i in range(m):
+        cand[tmp[i]] = keys[i]
+    k = 0
+    for j in range(nd):
+        x = dv[rank_b[j]]
+        while k < bcnt[rank_b[j]]:
+            keys[k] = x
+            k += 1
 
 
 @njit(cache=True)
@@ -480,7 +576,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             lin, g_ptr, g_op, g_val, opcap, vbound, dord,
             off, low, floor, total, acc, meta, pb, hl, ti, cnt, cptr, brk, lptr, fptr,
             llog_b, llog_v, flog_s, flog_v, cstore, best_off, cuts, disc, tp, fz, tt, nh,
-            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t):
+            cv_ptr, cv_idx, sb, sptr, kr, tw_ptr, tw_idx, topi, flog_t, ssc):
     """Resumable depth-first search over canonical packings.
 
     ``mode`` 0: decision (place every rectangle); 1: maximise value. Children are tried by
@@ -523,6 +619,9 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
     suf = np.empty(n + 1, dtype=np.int64)
     stk = np.empty((n + 2, 2), dtype=np.int64)
     gmemo = np.full((nsec, 7), -1, dtype=np.int64)
+    rel = np.empty(n + 1, dtype=np.int64)  # scratch of _sort_releases
+    dv = np.empty(max(n + 1, 3 * SORT_DISTINCT + 1), dtype=np.int64)
+    bcnt = np.empty(n + 2, dtype=np.int64)
     spent = 0
     status = BUDGET
     while True:
@@ -651,13 +750,17 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                     used[s] = base + total[s] - used[s]
                     if used[s] > cap:
                         ok = False
-                order = np.argsort(keys[:m])
+                # by release; ties in any order: two released at r stack to max(level, r) + both
+                # sizes either way, and a section overflows iff its last stack does
+                if ok:
+                    _sort_releases(keys, cand, m, dv, bcnt, rel)
                 for i in range(m):
                     if not ok:
                         break
-                    e = cand[order[i]]
+                    e = cand[i]
+                    r = keys[i]
                     for s in range(s0[e], s1[e]):
-                        t = used[s] if used[s] > keys[order[i]] else keys[order[i]]
+                        t = used[s] if used[s] > r else r
                         t += size[e]
                         if t > cap:
                             ok = False
@@ -671,7 +774,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                         if off[e] < 0 and low[e] + size[e] < vmax:
                             vmax = low[e] + size[e]
                     ok = _level_cover_ok(tlev, off, low, size, maxoff, s0, s1, cv_ptr, cv_idx, sb, sptr, fw, bw, bad, zs,
-                                         suf, stk, gmemo, nodes, vmax)
+                                         suf, stk, gmemo, nodes, vmax, ssc)
                 if not ok:
                     cnt[depth] = 0
                     ti[depth] = 0
@@ -865,6 +968,8 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
                 if f + total[s] > cap:
                     ok = False
                     break
+        # no unplaced rectangle lifted (its lowest offset below c's top): c is in nobody's way
+        free = not hat or (mode == 0 and lcount == start_l)
         if not ok:
             for j in range(lcount - 1, start_l - 1, -1):
                 low[llog_b[j]] = llog_v[j]
@@ -876,7 +981,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
             for s in range(s0[c], s1[c]):
                 total[s] += size[c]
             off[c] = -1
-            if not hat:
+            if free:
                 brk[depth] = 1
             continue
         if mode == 1:
@@ -889,7 +994,7 @@ def _search(mode, corder, maxdisc, fmax, twins, budget, cap, size, maxoff, s0, s
         else:  # forced: the ordinary rule's reference stays while the offset does
             prev = off[pb[depth - 1]] if depth > 0 else np.int64(-1)
             tp[depth + 1] = tp[depth] if prev == o else np.int64(-1)
-        hl[depth] = 0 if hat else 1
+        hl[depth] = 1 if free else 0
         lptr[depth] = start_l
         fptr[depth] = start_f
         depth += 1
@@ -1064,7 +1169,7 @@ class _Run:
             off, low, floor, total, acc, self.meta, self.pb, self.hl, self.ti, self.cnt, self.cptr,
             self.brk, self.lptr, self.fptr, self.llog_b, self.llog_v, self.flog_s, self.flog_v,
             self.cstore, self.best_off, self.cuts, self.disc, self.tp, self.fz, self.tt, self.nh,
-            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t)
+            p.cv_ptr, p.cv_idx, p.sb, p.sptr, self.kr, p.tw_ptr, p.tw_idx, self.topi, self.flog_t, _SUBSET_CACHE)
         return self.status
 
 
