@@ -830,24 +830,29 @@ def _union_add(un, base, a, z):
 def _union_rebuild(st, state, k):
     """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
     ops (every chunk live there is registered there: :func:`_register`)."""
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    un = state.ix_meta
-    base = 2 * st.seg_use.shape[0] + k * UNION_STRIDE
-    w = state.counters[IX_WIDTH]
+    _rebuild(state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done, state.ix_head,
+             state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_use.shape[0],
+             state.counters[IX_WIDTH], k)
+
+
+@njit(cache=True)
+def _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k):
+    """:func:`_union_rebuild` over the arrays it reads (see :func:`_sync`)."""
+    base = 2 * n_seg + k * UNION_STRIDE
     t0, t1 = k * w, k * w + w - 1
-    offs = np.empty(state.ix_count[k], np.int64)
-    tops = np.empty(state.ix_count[k], np.int64)
+    offs = np.empty(count[k], np.int64)
+    tops = np.empty(count[k], np.int64)
     m = 0
-    j = state.ix_head[k]
+    j = head[k]
     while j >= 0:
-        c = state.ix_cid[j]
+        c = cid[j]
         if c < 0:
             c = ~c
-        j = state.ix_nxt[j]
+        j = nxt[j]
         if ch_lo[c] > t1 or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) < t0:
             continue
-        offs[m] = state.ch_off[c]
-        tops[m] = state.ch_off[c] + st.size[ch_buf[c]]
+        offs[m] = ch_off[c]
+        tops[m] = ch_off[c] + sizes[ch_buf[c]]
         m += 1
     order = np.argsort(offs[:m])
     n = 0
@@ -871,27 +876,37 @@ def _sync_unions(st, state, b):
     """Bring the buckets' unions up to date with ``b``'s chunks (a decision on one of ``b``'s
     segments changes only ``b``'s chunks and their holds): a chunk now held into later buckets
     is added to them; buckets it left are rebuilt from their chunks."""
-    un = state.ix_meta
-    n_seg = st.seg_use.shape[0]
-    w = state.counters[IX_WIDTH]
-    last_k = state.ix_head.shape[0] - 1
+    _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
+          state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
+          st.seg_use.shape[0], state.counters[IX_WIDTH], b)
+
+
+@njit(cache=True)
+def _sync(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, seg_ptr,
+          n_seg, w, b):
+    """:func:`_sync_unions` over the arrays it reads. A kernel that takes the state (about 50
+    arrays) pays each array's reference count on entry and exit wherever numba cannot prove
+    them unneeded (a call inside the kernel is enough), about 1 us a call: :func:`apply_rules`
+    calls this one, once per decision, with the dozen arrays it needs."""
+    last_k = head.shape[0] - 1
     prev = -1
-    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
-        c = state.seg_chunk[j]
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
         if c < 0 or c == prev:
             continue
         prev = c
-        new_k = min(held_through(state, c, True) // w, last_k)
+        new_k = min(_held(ch_hi[c], ev_chunk[b], ev_done[b], c, True) // w, last_k)
         old_k = un[n_seg + c]
-        first = state.ch_lo[c] // w if old_k < 0 else old_k + 1
+        first = ch_lo[c] // w if old_k < 0 else old_k + 1
         un[n_seg + c] = new_k
-        a = state.ch_off[c]
-        z = a + st.size[b]
+        a = ch_off[c]
+        z = a + sizes[b]
         for k in range(first, new_k + 1):
             if not _union_add(un, 2 * n_seg + k * UNION_STRIDE, a, z):
-                _union_rebuild(st, state, k)
+                _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg,
+                         w, k)
         for k in range(new_k + 1, old_k + 1):
-            _union_rebuild(st, state, k)
+            _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k)
 
 
 @njit(cache=True, inline="always")
@@ -1335,20 +1350,40 @@ def _put_first(offs, n, k, off):
 @njit(cache=True)
 def _price(st, state, b, seg, to_fast):
     """Move the accesses priced by ``seg`` (a segment id, or DEF_GROUP) of buffer ``b``."""
-    for a in range(st.access_ptr[b], st.access_ptr[b + 1]):
-        if st.acc_seg[a] != seg:
+    _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                    state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b, seg,
+                    to_fast)
+
+
+@njit(cache=True)
+def _price_accesses(access_ptr, acc_seg, access_op, access_bytes, params, slow_bytes, fast_bytes, slow_time,
+                    fast_time, touched, counters, b, seg, to_fast):
+    """:func:`_price` over the arrays it reads (a kernel that takes the state pays for its every
+    array: see :func:`_sync`)."""
+    for a in range(access_ptr[b], access_ptr[b + 1]):
+        if acc_seg[a] != seg:
             continue
-        t = st.access_op[a]
-        n = st.access_bytes[a]
+        t = access_op[a]
+        n = access_bytes[a]
         if to_fast:
-            state.slow_bytes[t] -= n
-            state.fast_bytes[t] += n
+            slow_bytes[t] -= n
+            fast_bytes[t] += n
         else:
-            state.slow_bytes[t] += n
-            state.fast_bytes[t] -= n
-        state.slow_time[t] = state.slow_bytes[t] / st.params[SLOW_BW]
-        state.fast_time[t] = state.fast_bytes[t] / st.params[FAST_BW]
-        _touch(state, t)
+            slow_bytes[t] += n
+            fast_bytes[t] -= n
+        slow_time[t] = slow_bytes[t] / params[SLOW_BW]
+        fast_time[t] = fast_bytes[t] / params[FAST_BW]
+        if t < counters[DIRTY]:  # _touch
+            counters[DIRTY] = t
+        if t > counters[DIRTY_HI]:
+            counters[DIRTY_HI] = t
+        k = touched[0]
+        if k >= 0:
+            if k + 1 < touched.shape[0]:
+                touched[k + 1] = t
+                touched[0] = k + 1
+            else:
+                touched[0] = -1
 
 
 @njit(cache=True, inline="always")
@@ -1496,8 +1531,14 @@ def apply_rules(st, state, s, kind, off, pstart):
             copy_budget.add(st.cum_slow, BUDGET_EPS * st.params[TIME_ALL_SLOW], state, pstart, st.seg_use[s],
                             st.size[b] / st.params[SLOW_BW])
     if kind == FAST or kind == PREFETCH_SEG:
-        _price(st, state, b, s, True)
+        _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                        state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b, s,
+                        True)
         if kind == FAST and s == st.seg_ptr[b]:
-            _price(st, state, b, DEF_GROUP, True)
+            _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                            state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b,
+                            DEF_GROUP, True)
     _update_eviction(st, state, b, old)
-    _sync_unions(st, state, b)
+    _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
+          state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
+          st.seg_use.shape[0], state.counters[IX_WIDTH], b)
