@@ -683,15 +683,19 @@ def _paint(st, state, c, lo, hi, sign):
     ``[t, t + 1) * T / B``; it holds the covered area in units of ``1 / (A * B)`` byte-ops (so
     ``T * capacity`` is a full bin): whole numbers, exact in float64 (below 2**53), so removing
     a rectangle undoes adding it and the image equals a redraw from the chunks."""
-    img = state.image
+    _paint_image(state.image, st.compute_time.shape[0], st.iparams[CAPACITY], state.ch_off[c],
+                 st.size[state.ch_buf[c]], lo, hi, sign)
+
+
+@njit(cache=True)
+def _paint_image(img, n_ops, cap, off, size, lo, hi, sign):
+    """:func:`_paint` of the rectangle of ``size`` bytes at ``off`` over ops ``[lo, hi]``."""
     a_bins, t_bins = img.shape[0], img.shape[1]
     if a_bins == 0 or t_bins == 0 or hi < lo:
         return
-    n_ops = st.compute_time.shape[0]
-    cap = st.iparams[CAPACITY]
     t_lo, t_hi = lo * t_bins, (hi + 1) * t_bins
-    a_lo = state.ch_off[c] * a_bins
-    a_hi = (state.ch_off[c] + st.size[state.ch_buf[c]]) * a_bins
+    a_lo = off * a_bins
+    a_hi = (off + size) * a_bins
     for tb in range(t_lo // n_ops, min(t_bins, (t_hi - 1) // n_ops + 1)):
         ot = min(t_hi, (tb + 1) * n_ops) - max(t_lo, tb * n_ops)
         for ab in range(a_lo // cap, min(a_bins, (a_hi - 1) // cap + 1)):
@@ -701,14 +705,19 @@ def _paint(st, state, c, lo, hi, sign):
 
 @njit(cache=True)
 def _set_hi(st, state, c, hi):
-    """Hold chunk ``c`` through op ``hi`` (longer or shorter), keeping the image up to date."""
-    old = state.ch_hi[c]
+    """Hold chunk ``c`` through op ``hi`` (longer or shorter), keeping the image up to date.
+    Every array is read before the first call (as in :func:`_activate`): a kernel whose state
+    stays live across a call pays for each of its arrays on entry and exit (see :func:`_sync`)."""
+    img, ch_lo, ch_hi, ch_off, meta, counters = state.image, state.ch_lo, state.ch_hi, state.ch_off, state.ix_meta, state.counters
+    head, tail, nxt, cid, count = state.ix_head, state.ix_tail, state.ix_nxt, state.ix_cid, state.ix_count
+    n_ops, cap, size = st.compute_time.shape[0], st.iparams[CAPACITY], st.size[state.ch_buf[c]]
+    old = ch_hi[c]
     if hi > old:
-        _paint(st, state, c, old + 1, hi, 1.0)
+        _paint_image(img, n_ops, cap, ch_off[c], size, old + 1, hi, 1.0)
     elif hi < old:
-        _paint(st, state, c, hi + 1, old, -1.0)
-    state.ch_hi[c] = hi
-    _register(st, state, c)
+        _paint_image(img, n_ops, cap, ch_off[c], size, hi + 1, old, -1.0)
+    ch_hi[c] = hi
+    _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c)
 
 
 @njit(cache=True)
@@ -717,46 +726,57 @@ def _register(st, state, c):
     is held one op longer in MSA's view; see ``mallocgym.sim.msa``), each bucket once: a chunk
     that grows is registered in its new buckets, one that shrinks stays registered (queries check
     the chunk itself)."""
-    hi = state.ch_hi[c] + 1
-    old = state.ix_meta[c]
+    _register_in(state.ch_lo, state.ch_hi, state.ix_meta, state.counters, state.ix_head, state.ix_tail,
+                 state.ix_nxt, state.ix_cid, state.ix_count, c)
+
+
+@njit(cache=True)
+def _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c):
+    """:func:`_register` over the arrays it reads."""
+    hi = ch_hi[c] + 1
+    old = meta[c]
     if old >= hi:
         return
-    w = state.counters[IX_WIDTH]
-    first = state.ch_lo[c] // w if old < 0 else old // w + 1
-    last = min(hi // w, state.ix_head.shape[0] - 1)
+    w = counters[IX_WIDTH]
+    first = ch_lo[c] // w if old < 0 else old // w + 1
+    last = min(hi // w, head.shape[0] - 1)
     for k in range(first, last + 1):
-        n = state.counters[IX_USED]
-        if n >= state.ix_cid.shape[0]:
+        n = counters[IX_USED]
+        if n >= cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
         if old < 0 and k == first:  # a first registration: at the head
-            state.ix_cid[n] = c
-            state.ix_nxt[n] = state.ix_head[k]
-            state.ix_head[k] = n
-            if state.ix_tail[k] < 0:
-                state.ix_tail[k] = n
+            cid[n] = c
+            nxt[n] = head[k]
+            head[k] = n
+            if tail[k] < 0:
+                tail[k] = n
         else:  # a later one: at the tail
-            state.ix_cid[n] = ~c
-            state.ix_nxt[n] = -1
-            if state.ix_tail[k] >= 0:
-                state.ix_nxt[state.ix_tail[k]] = n
+            cid[n] = ~c
+            nxt[n] = -1
+            if tail[k] >= 0:
+                nxt[tail[k]] = n
             else:
-                state.ix_head[k] = n
-            state.ix_tail[k] = n
-        state.ix_count[k] += 1
-        state.counters[IX_USED] = n + 1
-    state.ix_meta[c] = hi
+                head[k] = n
+            tail[k] = n
+        count[k] += 1
+        counters[IX_USED] = n + 1
+    meta[c] = hi
 
 
 @njit(cache=True)
 def _activate(st, state, c):
     """Add chunk ``c`` to ``active``, which stays sorted by offset (then id): gap sweeps then
     need no sort; paint it in the image."""
-    _paint(st, state, c, state.ch_lo[c], state.ch_hi[c], 1.0)
-    _register(st, state, c)
-    n = state.counters[N_CHUNKS]
-    state.active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
-    state.ch_rank[c] = -1
-    state.counters[N_CHUNKS] = n + 1
+    img, ch_lo, ch_hi, ch_off, meta, counters = state.image, state.ch_lo, state.ch_hi, state.ch_off, state.ix_meta, state.counters
+    head, tail, nxt, cid, count = state.ix_head, state.ix_tail, state.ix_nxt, state.ix_cid, state.ix_count
+    active, rank = state.active, state.ch_rank
+    _paint_image(img, st.compute_time.shape[0], st.iparams[CAPACITY], ch_off[c], st.size[state.ch_buf[c]], ch_lo[c],
+                 ch_hi[c], 1.0)
+    _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c)
+    n = counters[N_CHUNKS]
+    active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
+    rank[c] = -1
+    counters[N_CHUNKS] = n + 1
 
 
 @njit(cache=True)
@@ -764,11 +784,16 @@ def _merge_active(state, tmp):
     """Bring ``active`` into offset order (then id): sort the chunks appended since the last
     merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``); note each
     chunk's place (``ch_rank``)."""
-    n = state.counters[N_CHUNKS]
-    k = state.counters[ACT_SORTED]
+    _merge(state.active, state.ch_off, state.ch_rank, state.counters, tmp)
+
+
+@njit(cache=True)
+def _merge(active, off, rank, counters, tmp):
+    """:func:`_merge_active` over the arrays it reads."""
+    n = counters[N_CHUNKS]
+    k = counters[ACT_SORTED]
     if k >= n:
         return
-    active, off = state.active, state.ch_off
     tail = active[k:n].copy()
     top = active.shape[0] + 1
     code = np.empty(n - k, np.int64)
@@ -786,10 +811,9 @@ def _merge_active(state, tmp):
             j += 1
         m += 1
     active[:n] = tmp[:n]
-    rank = state.ch_rank
     for i in range(n):
         rank[active[i]] = i
-    state.counters[ACT_SORTED] = n
+    counters[ACT_SORTED] = n
 
 
 @njit(cache=True)
@@ -938,16 +962,21 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
     (``active``) is cheaper. A long window's chunks are put in order by their place in ``active``
     (:func:`_live_by_rank`), not by a sort."""
+    # every array is read before the first call (see _sync)
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
-    w = state.counters[IX_WIDTH]
+    count, counters, rank, bits = state.ix_count, state.counters, state.ch_rank, state.rank_bits
+    capacity = st.iparams[CAPACITY]
+    w = counters[IX_WIDTH]
     k0 = max(lo, 0) // w
-    k1 = min(hi // w, state.ix_head.shape[0] - 1)
+    k1 = min(hi // w, head.shape[0] - 1)
     m = 0
-    regs = _registrations(state, k0, k1)
-    n_chunks = state.counters[N_CHUNKS]
+    regs = 0
+    for k in range(k0, k1 + 1):
+        regs += count[k]
+    n_chunks = counters[N_CHUNKS]
     if 2 * regs > n_chunks:
-        _merge_active(state, ids)
+        _merge(active, ch_off, rank, counters, ids)
         for i in range(n_chunks):
             c = active[i]
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
@@ -956,9 +985,10 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             m += 1
         return m
     if regs >= RANK_SORT_MIN:
-        if n_chunks - state.counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
-            _merge_active(state, ids)
-        return _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1)
+        if n_chunks - counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
+            _merge(active, ch_off, rank, counters, ids)
+        return _by_rank(ch_buf, ch_lo, ch_hi, ev_chunk, ev_done, head, nxt, cid, active, ch_off, rank, bits, capacity,
+                        lo, hi, skip_buf, ids, msa_hold, k0, k1)
     for k in range(k0, k1 + 1):
         j = head[k]
         while j >= 0:
@@ -973,7 +1003,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             ids[m] = c
             m += 1
     top = np.int64(ids.shape[0])
-    if m > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // top:
+    if m > 16 and capacity < (np.int64(1) << 62) // top:
         # sort (offset, id) packed in one integer, in place: no argsort, gather or allocation
         for i in range(m):
             ids[i] = ch_off[ids[i]] * top + ids[i]
@@ -989,9 +1019,9 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
         return m
     for i in range(1, m):  # insertion sort for a few
         c = ids[i]
-        off = state.ch_off[c]
+        off = ch_off[c]
         j = i - 1
-        while j >= 0 and state.ch_off[ids[j]] > off:
+        while j >= 0 and ch_off[ids[j]] > off:
             ids[j + 1] = ids[j]
             j -= 1
         ids[j + 1] = c
@@ -1006,9 +1036,15 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
     order (the summary's, then their words') lists them by offset, in time linear in the chunks
     met plus the places spanned / 4096. Those opened since the last merge (``ch_rank`` -1) are
     sorted by (offset, id), kept at the end of ``ids``, and merged in."""
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
-    rank, bits = state.ch_rank, state.rank_bits
+    return _by_rank(state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done, state.ix_head, state.ix_nxt,
+                    state.ix_cid, state.active, state.ch_off, state.ch_rank, state.rank_bits, st.iparams[CAPACITY], lo,
+                    hi, skip_buf, ids, msa_hold, k0, k1)
+
+
+@njit(cache=True)
+def _by_rank(ch_buf, ch_lo, ch_hi, ev_chunk, ev_done, head, nxt, cid, active, ch_off, rank, bits, capacity, lo, hi,
+             skip_buf, ids, msa_hold, k0, k1):
+    """:func:`_live_by_rank` over the arrays it reads."""
     size = np.int64(ids.shape[0])
     top = rank.shape[0] // 64 + 1  # the summary's first word (after S // 64 + 1 words of ranks)
     n_tail = 0
@@ -1037,7 +1073,7 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
                 n_tail += 1
                 ids[size - n_tail] = c
     t = size - n_tail  # the tail ids[t:size], by (offset, id)
-    if n_tail > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // size:
+    if n_tail > 16 and capacity < (np.int64(1) << 62) // size:
         for i in range(t, size):
             ids[i] = ch_off[ids[i]] * size + ids[i]
         ids[t:size].sort()
