@@ -98,9 +98,18 @@ def msa_static(st: v1.Static1, picker: str = "cost", *, count_min: int = 2, coun
 @njit(cache=True)
 def nocopy_ok(st, ms, a, b):
     """``CanAllocateInAlternateMemoryNoCopy`` for the interval from op ``a`` to op ``b``."""
-    if ms.params[PICKER] == COUNT:
-        return b - a <= ms.params[CNT_MAX]
-    return ms.params[MAX_ELAPSED] > interval_time(st, a, b)
+    return _nocopy(ms.params, st.cum_slow, a, b)
+
+
+@njit(cache=True)
+def _nocopy(params, cum_slow, a, b):
+    """:func:`nocopy_ok` from the two arrays it reads (what the kernels call: one that takes the
+    scenario pays for its every array, see :func:`mallocgym.sim.v1._sync`)."""
+    if params[PICKER] == COUNT:
+        return b - a <= params[CNT_MAX]
+    lo = a + 1
+    elapsed = 0.0 if lo >= b else cum_slow[b] - cum_slow[lo]  # interval_time
+    return params[MAX_ELAPSED] > elapsed
 
 
 @njit(cache=True, inline="always")
@@ -381,16 +390,24 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
     over those uses). -1 if nothing fits even up to this use. The longer windows are answered
     from one walk of the index over the longest (:func:`_best_fit_among`)."""
     b = st.seg_buf[s]
-    off = best_fit(st, state, ids, b, lo, st.seg_use[s])  # the short window first: most misses end here
+    # the short window first (most misses end here): best_fit, written out (one kernel less to enter)
+    u = st.seg_use[s]
+    w = state.counters[v1.IX_WIDTH]
+    off = NO_UNIONS
+    if u // w - max(lo, 0) // w >= 2:
+        off = _fit_by_unions(st, state, ids, b, lo, u)
+    if off == NO_UNIONS:
+        m = v1.live_chunks(st, state, lo, u, b, ids, True)
+        off = _best_fit_among(st, state, ids, m, b, u)
     if off < 0:
         return -1
     last = st.seg_ptr[b + 1]
+    params, cum = ms.params, st.cum_slow
     j = s
-    while j + 1 < last and nocopy_ok(st, ms, st.seg_use[j], st.seg_use[j + 1]):
+    while j + 1 < last and _nocopy(params, cum, st.seg_use[j], st.seg_use[j + 1]):
         j += 1
     if j == s:
         return off
-    w = state.counters[v1.IX_WIDTH]
     walk, m = True, 0
     if st.seg_use[j] // w - max(lo, 0) // w >= 2:
         o = _fit_by_unions(st, state, ids, b, lo, st.seg_use[j])
@@ -443,11 +460,13 @@ def decide(st, state, ms, ids, s, starts, out):
             out[3] = off
             # produce in fast memory (not a program input, nor an output produced by the last
             # op, which MSA pins to default memory)
-            if off >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and nocopy_ok(st, ms, d, u):
+            if off >= 0 and not (st.is_output[b] == 1 and d == n_ops - 1) and _nocopy(ms.params, st.cum_slow, d, u):
                 out[0], out[1] = FAST, off
     else:
         k = state.seg_kind[s - 1]
-        if (k == FAST or k == PREFETCH_SEG) and nocopy_ok(st, ms, st.seg_prev[s], u) and keep_free(st, state, s):
+        # keep_free, written out (one kernel less to enter)
+        if (k == FAST or k == PREFETCH_SEG) and _nocopy(ms.params, st.cum_slow, st.seg_prev[s], u) and v1.first_blocked(
+                st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, u, True, True) > u:
             out[0], out[1] = FAST, state.seg_off[s - 1]
     lo, hi = v1.prefetch_window(st, state, s)
     if d < 0 and st.seg_use[first] > st.start[b] and lo < st.start[b]:

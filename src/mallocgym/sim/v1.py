@@ -683,15 +683,19 @@ def _paint(st, state, c, lo, hi, sign):
     ``[t, t + 1) * T / B``; it holds the covered area in units of ``1 / (A * B)`` byte-ops (so
     ``T * capacity`` is a full bin): whole numbers, exact in float64 (below 2**53), so removing
     a rectangle undoes adding it and the image equals a redraw from the chunks."""
-    img = state.image
+    _paint_image(state.image, st.compute_time.shape[0], st.iparams[CAPACITY], state.ch_off[c],
+                 st.size[state.ch_buf[c]], lo, hi, sign)
+
+
+@njit(cache=True)
+def _paint_image(img, n_ops, cap, off, size, lo, hi, sign):
+    """:func:`_paint` of the rectangle of ``size`` bytes at ``off`` over ops ``[lo, hi]``."""
     a_bins, t_bins = img.shape[0], img.shape[1]
     if a_bins == 0 or t_bins == 0 or hi < lo:
         return
-    n_ops = st.compute_time.shape[0]
-    cap = st.iparams[CAPACITY]
     t_lo, t_hi = lo * t_bins, (hi + 1) * t_bins
-    a_lo = state.ch_off[c] * a_bins
-    a_hi = (state.ch_off[c] + st.size[state.ch_buf[c]]) * a_bins
+    a_lo = off * a_bins
+    a_hi = (off + size) * a_bins
     for tb in range(t_lo // n_ops, min(t_bins, (t_hi - 1) // n_ops + 1)):
         ot = min(t_hi, (tb + 1) * n_ops) - max(t_lo, tb * n_ops)
         for ab in range(a_lo // cap, min(a_bins, (a_hi - 1) // cap + 1)):
@@ -701,14 +705,19 @@ def _paint(st, state, c, lo, hi, sign):
 
 @njit(cache=True)
 def _set_hi(st, state, c, hi):
-    """Hold chunk ``c`` through op ``hi`` (longer or shorter), keeping the image up to date."""
-    old = state.ch_hi[c]
+    """Hold chunk ``c`` through op ``hi`` (longer or shorter), keeping the image up to date.
+    Every array is read before the first call (as in :func:`_activate`): a kernel whose state
+    stays live across a call pays for each of its arrays on entry and exit (see :func:`_sync`)."""
+    img, ch_lo, ch_hi, ch_off, meta, counters = state.image, state.ch_lo, state.ch_hi, state.ch_off, state.ix_meta, state.counters
+    head, tail, nxt, cid, count = state.ix_head, state.ix_tail, state.ix_nxt, state.ix_cid, state.ix_count
+    n_ops, cap, size = st.compute_time.shape[0], st.iparams[CAPACITY], st.size[state.ch_buf[c]]
+    old = ch_hi[c]
     if hi > old:
-        _paint(st, state, c, old + 1, hi, 1.0)
+        _paint_image(img, n_ops, cap, ch_off[c], size, old + 1, hi, 1.0)
     elif hi < old:
-        _paint(st, state, c, hi + 1, old, -1.0)
-    state.ch_hi[c] = hi
-    _register(st, state, c)
+        _paint_image(img, n_ops, cap, ch_off[c], size, hi + 1, old, -1.0)
+    ch_hi[c] = hi
+    _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c)
 
 
 @njit(cache=True)
@@ -717,46 +726,57 @@ def _register(st, state, c):
     is held one op longer in MSA's view; see ``mallocgym.sim.msa``), each bucket once: a chunk
     that grows is registered in its new buckets, one that shrinks stays registered (queries check
     the chunk itself)."""
-    hi = state.ch_hi[c] + 1
-    old = state.ix_meta[c]
+    _register_in(state.ch_lo, state.ch_hi, state.ix_meta, state.counters, state.ix_head, state.ix_tail,
+                 state.ix_nxt, state.ix_cid, state.ix_count, c)
+
+
+@njit(cache=True)
+def _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c):
+    """:func:`_register` over the arrays it reads."""
+    hi = ch_hi[c] + 1
+    old = meta[c]
     if old >= hi:
         return
-    w = state.counters[IX_WIDTH]
-    first = state.ch_lo[c] // w if old < 0 else old // w + 1
-    last = min(hi // w, state.ix_head.shape[0] - 1)
+    w = counters[IX_WIDTH]
+    first = ch_lo[c] // w if old < 0 else old // w + 1
+    last = min(hi // w, head.shape[0] - 1)
     for k in range(first, last + 1):
-        n = state.counters[IX_USED]
-        if n >= state.ix_cid.shape[0]:
+        n = counters[IX_USED]
+        if n >= cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
         if old < 0 and k == first:  # a first registration: at the head
-            state.ix_cid[n] = c
-            state.ix_nxt[n] = state.ix_head[k]
-            state.ix_head[k] = n
-            if state.ix_tail[k] < 0:
-                state.ix_tail[k] = n
+            cid[n] = c
+            nxt[n] = head[k]
+            head[k] = n
+            if tail[k] < 0:
+                tail[k] = n
         else:  # a later one: at the tail
-            state.ix_cid[n] = ~c
-            state.ix_nxt[n] = -1
-            if state.ix_tail[k] >= 0:
-                state.ix_nxt[state.ix_tail[k]] = n
+            cid[n] = ~c
+            nxt[n] = -1
+            if tail[k] >= 0:
+                nxt[tail[k]] = n
             else:
-                state.ix_head[k] = n
-            state.ix_tail[k] = n
-        state.ix_count[k] += 1
-        state.counters[IX_USED] = n + 1
-    state.ix_meta[c] = hi
+                head[k] = n
+            tail[k] = n
+        count[k] += 1
+        counters[IX_USED] = n + 1
+    meta[c] = hi
 
 
 @njit(cache=True)
 def _activate(st, state, c):
     """Add chunk ``c`` to ``active``, which stays sorted by offset (then id): gap sweeps then
     need no sort; paint it in the image."""
-    _paint(st, state, c, state.ch_lo[c], state.ch_hi[c], 1.0)
-    _register(st, state, c)
-    n = state.counters[N_CHUNKS]
-    state.active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
-    state.ch_rank[c] = -1
-    state.counters[N_CHUNKS] = n + 1
+    img, ch_lo, ch_hi, ch_off, meta, counters = state.image, state.ch_lo, state.ch_hi, state.ch_off, state.ix_meta, state.counters
+    head, tail, nxt, cid, count = state.ix_head, state.ix_tail, state.ix_nxt, state.ix_cid, state.ix_count
+    active, rank = state.active, state.ch_rank
+    _paint_image(img, st.compute_time.shape[0], st.iparams[CAPACITY], ch_off[c], st.size[state.ch_buf[c]], ch_lo[c],
+                 ch_hi[c], 1.0)
+    _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c)
+    n = counters[N_CHUNKS]
+    active[n] = c  # appended: merged into the sorted prefix when a full scan needs the order
+    rank[c] = -1
+    counters[N_CHUNKS] = n + 1
 
 
 @njit(cache=True)
@@ -764,11 +784,16 @@ def _merge_active(state, tmp):
     """Bring ``active`` into offset order (then id): sort the chunks appended since the last
     merge and merge them with the sorted prefix (``tmp``: scratch of ``S + 1``); note each
     chunk's place (``ch_rank``)."""
-    n = state.counters[N_CHUNKS]
-    k = state.counters[ACT_SORTED]
+    _merge(state.active, state.ch_off, state.ch_rank, state.counters, tmp)
+
+
+@njit(cache=True)
+def _merge(active, off, rank, counters, tmp):
+    """:func:`_merge_active` over the arrays it reads."""
+    n = counters[N_CHUNKS]
+    k = counters[ACT_SORTED]
     if k >= n:
         return
-    active, off = state.active, state.ch_off
     tail = active[k:n].copy()
     top = active.shape[0] + 1
     code = np.empty(n - k, np.int64)
@@ -786,10 +811,9 @@ def _merge_active(state, tmp):
             j += 1
         m += 1
     active[:n] = tmp[:n]
-    rank = state.ch_rank
     for i in range(n):
         rank[active[i]] = i
-    state.counters[ACT_SORTED] = n
+    counters[ACT_SORTED] = n
 
 
 @njit(cache=True)
@@ -830,24 +854,29 @@ def _union_add(un, base, a, z):
 def _union_rebuild(st, state, k):
     """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
     ops (every chunk live there is registered there: :func:`_register`)."""
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    un = state.ix_meta
-    base = 2 * st.seg_use.shape[0] + k * UNION_STRIDE
-    w = state.counters[IX_WIDTH]
+    _rebuild(state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done, state.ix_head,
+             state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_use.shape[0],
+             state.counters[IX_WIDTH], k)
+
+
+@njit(cache=True)
+def _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k):
+    """:func:`_union_rebuild` over the arrays it reads (see :func:`_sync`)."""
+    base = 2 * n_seg + k * UNION_STRIDE
     t0, t1 = k * w, k * w + w - 1
-    offs = np.empty(state.ix_count[k], np.int64)
-    tops = np.empty(state.ix_count[k], np.int64)
+    offs = np.empty(count[k], np.int64)
+    tops = np.empty(count[k], np.int64)
     m = 0
-    j = state.ix_head[k]
+    j = head[k]
     while j >= 0:
-        c = state.ix_cid[j]
+        c = cid[j]
         if c < 0:
             c = ~c
-        j = state.ix_nxt[j]
+        j = nxt[j]
         if ch_lo[c] > t1 or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) < t0:
             continue
-        offs[m] = state.ch_off[c]
-        tops[m] = state.ch_off[c] + st.size[ch_buf[c]]
+        offs[m] = ch_off[c]
+        tops[m] = ch_off[c] + sizes[ch_buf[c]]
         m += 1
     order = np.argsort(offs[:m])
     n = 0
@@ -871,27 +900,37 @@ def _sync_unions(st, state, b):
     """Bring the buckets' unions up to date with ``b``'s chunks (a decision on one of ``b``'s
     segments changes only ``b``'s chunks and their holds): a chunk now held into later buckets
     is added to them; buckets it left are rebuilt from their chunks."""
-    un = state.ix_meta
-    n_seg = st.seg_use.shape[0]
-    w = state.counters[IX_WIDTH]
-    last_k = state.ix_head.shape[0] - 1
+    _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
+          state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
+          st.seg_use.shape[0], state.counters[IX_WIDTH], b)
+
+
+@njit(cache=True)
+def _sync(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, seg_ptr,
+          n_seg, w, b):
+    """:func:`_sync_unions` over the arrays it reads. A kernel that takes the state (about 50
+    arrays) pays each array's reference count on entry and exit wherever numba cannot prove
+    them unneeded (a call inside the kernel is enough), about 1 us a call: :func:`apply_rules`
+    calls this one, once per decision, with the dozen arrays it needs."""
+    last_k = head.shape[0] - 1
     prev = -1
-    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
-        c = state.seg_chunk[j]
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
         if c < 0 or c == prev:
             continue
         prev = c
-        new_k = min(held_through(state, c, True) // w, last_k)
+        new_k = min(_held(ch_hi[c], ev_chunk[b], ev_done[b], c, True) // w, last_k)
         old_k = un[n_seg + c]
-        first = state.ch_lo[c] // w if old_k < 0 else old_k + 1
+        first = ch_lo[c] // w if old_k < 0 else old_k + 1
         un[n_seg + c] = new_k
-        a = state.ch_off[c]
-        z = a + st.size[b]
+        a = ch_off[c]
+        z = a + sizes[b]
         for k in range(first, new_k + 1):
             if not _union_add(un, 2 * n_seg + k * UNION_STRIDE, a, z):
-                _union_rebuild(st, state, k)
+                _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg,
+                         w, k)
         for k in range(new_k + 1, old_k + 1):
-            _union_rebuild(st, state, k)
+            _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k)
 
 
 @njit(cache=True, inline="always")
@@ -923,16 +962,21 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     sorts them; when those are more than half of the chunks, a scan of all of them in offset order
     (``active``) is cheaper. A long window's chunks are put in order by their place in ``active``
     (:func:`_live_by_rank`), not by a sort."""
+    # every array is read before the first call (see _sync)
     ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
-    w = state.counters[IX_WIDTH]
+    count, counters, rank, bits = state.ix_count, state.counters, state.ch_rank, state.rank_bits
+    capacity = st.iparams[CAPACITY]
+    w = counters[IX_WIDTH]
     k0 = max(lo, 0) // w
-    k1 = min(hi // w, state.ix_head.shape[0] - 1)
+    k1 = min(hi // w, head.shape[0] - 1)
     m = 0
-    regs = _registrations(state, k0, k1)
-    n_chunks = state.counters[N_CHUNKS]
+    regs = 0
+    for k in range(k0, k1 + 1):
+        regs += count[k]
+    n_chunks = counters[N_CHUNKS]
     if 2 * regs > n_chunks:
-        _merge_active(state, ids)
+        _merge(active, ch_off, rank, counters, ids)
         for i in range(n_chunks):
             c = active[i]
             if ch_buf[c] == skip_buf or ch_lo[c] > hi or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, msa_hold) < lo:
@@ -941,9 +985,10 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             m += 1
         return m
     if regs >= RANK_SORT_MIN:
-        if n_chunks - state.counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
-            _merge_active(state, ids)
-        return _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1)
+        if n_chunks - counters[ACT_SORTED] > max(RANK_TAIL_MIN, n_chunks >> RANK_TAIL_SHIFT):
+            _merge(active, ch_off, rank, counters, ids)
+        return _by_rank(ch_buf, ch_lo, ch_hi, ev_chunk, ev_done, head, nxt, cid, active, ch_off, rank, bits, capacity,
+                        lo, hi, skip_buf, ids, msa_hold, k0, k1)
     for k in range(k0, k1 + 1):
         j = head[k]
         while j >= 0:
@@ -958,7 +1003,7 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
             ids[m] = c
             m += 1
     top = np.int64(ids.shape[0])
-    if m > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // top:
+    if m > 16 and capacity < (np.int64(1) << 62) // top:
         # sort (offset, id) packed in one integer, in place: no argsort, gather or allocation
         for i in range(m):
             ids[i] = ch_off[ids[i]] * top + ids[i]
@@ -974,9 +1019,9 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
         return m
     for i in range(1, m):  # insertion sort for a few
         c = ids[i]
-        off = state.ch_off[c]
+        off = ch_off[c]
         j = i - 1
-        while j >= 0 and state.ch_off[ids[j]] > off:
+        while j >= 0 and ch_off[ids[j]] > off:
             ids[j + 1] = ids[j]
             j -= 1
         ids[j + 1] = c
@@ -991,9 +1036,15 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
     order (the summary's, then their words') lists them by offset, in time linear in the chunks
     met plus the places spanned / 4096. Those opened since the last merge (``ch_rank`` -1) are
     sorted by (offset, id), kept at the end of ``ids``, and merged in."""
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
-    rank, bits = state.ch_rank, state.rank_bits
+    return _by_rank(state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done, state.ix_head, state.ix_nxt,
+                    state.ix_cid, state.active, state.ch_off, state.ch_rank, state.rank_bits, st.iparams[CAPACITY], lo,
+                    hi, skip_buf, ids, msa_hold, k0, k1)
+
+
+@njit(cache=True)
+def _by_rank(ch_buf, ch_lo, ch_hi, ev_chunk, ev_done, head, nxt, cid, active, ch_off, rank, bits, capacity, lo, hi,
+             skip_buf, ids, msa_hold, k0, k1):
+    """:func:`_live_by_rank` over the arrays it reads."""
     size = np.int64(ids.shape[0])
     top = rank.shape[0] // 64 + 1  # the summary's first word (after S // 64 + 1 words of ranks)
     n_tail = 0
@@ -1022,7 +1073,7 @@ def _live_by_rank(st, state, lo, hi, skip_buf, ids, msa_hold, k0, k1):
                 n_tail += 1
                 ids[size - n_tail] = c
     t = size - n_tail  # the tail ids[t:size], by (offset, id)
-    if n_tail > 16 and st.iparams[CAPACITY] < (np.int64(1) << 62) // size:
+    if n_tail > 16 and capacity < (np.int64(1) << 62) // size:
         for i in range(t, size):
             ids[i] = ch_off[ids[i]] * size + ids[i]
         ids[t:size].sort()
@@ -1335,20 +1386,40 @@ def _put_first(offs, n, k, off):
 @njit(cache=True)
 def _price(st, state, b, seg, to_fast):
     """Move the accesses priced by ``seg`` (a segment id, or DEF_GROUP) of buffer ``b``."""
-    for a in range(st.access_ptr[b], st.access_ptr[b + 1]):
-        if st.acc_seg[a] != seg:
+    _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                    state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b, seg,
+                    to_fast)
+
+
+@njit(cache=True)
+def _price_accesses(access_ptr, acc_seg, access_op, access_bytes, params, slow_bytes, fast_bytes, slow_time,
+                    fast_time, touched, counters, b, seg, to_fast):
+    """:func:`_price` over the arrays it reads (a kernel that takes the state pays for its every
+    array: see :func:`_sync`)."""
+    for a in range(access_ptr[b], access_ptr[b + 1]):
+        if acc_seg[a] != seg:
             continue
-        t = st.access_op[a]
-        n = st.access_bytes[a]
+        t = access_op[a]
+        n = access_bytes[a]
         if to_fast:
-            state.slow_bytes[t] -= n
-            state.fast_bytes[t] += n
+            slow_bytes[t] -= n
+            fast_bytes[t] += n
         else:
-            state.slow_bytes[t] += n
-            state.fast_bytes[t] -= n
-        state.slow_time[t] = state.slow_bytes[t] / st.params[SLOW_BW]
-        state.fast_time[t] = state.fast_bytes[t] / st.params[FAST_BW]
-        _touch(state, t)
+            slow_bytes[t] += n
+            fast_bytes[t] -= n
+        slow_time[t] = slow_bytes[t] / params[SLOW_BW]
+        fast_time[t] = fast_bytes[t] / params[FAST_BW]
+        if t < counters[DIRTY]:  # _touch
+            counters[DIRTY] = t
+        if t > counters[DIRTY_HI]:
+            counters[DIRTY_HI] = t
+        k = touched[0]
+        if k >= 0:
+            if k + 1 < touched.shape[0]:
+                touched[k + 1] = t
+                touched[0] = k + 1
+            else:
+                touched[0] = -1
 
 
 @njit(cache=True, inline="always")
@@ -1496,8 +1567,14 @@ def apply_rules(st, state, s, kind, off, pstart):
             copy_budget.add(st.cum_slow, BUDGET_EPS * st.params[TIME_ALL_SLOW], state, pstart, st.seg_use[s],
                             st.size[b] / st.params[SLOW_BW])
     if kind == FAST or kind == PREFETCH_SEG:
-        _price(st, state, b, s, True)
+        _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                        state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b, s,
+                        True)
         if kind == FAST and s == st.seg_ptr[b]:
-            _price(st, state, b, DEF_GROUP, True)
+            _price_accesses(st.access_ptr, st.acc_seg, st.access_op, st.access_bytes, st.params, state.slow_bytes,
+                            state.fast_bytes, state.slow_time, state.fast_time, state.touched, state.counters, b,
+                            DEF_GROUP, True)
     _update_eviction(st, state, b, old)
-    _sync_unions(st, state, b)
+    _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
+          state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
+          st.seg_use.shape[0], state.counters[IX_WIDTH], b)
