@@ -14,12 +14,13 @@ and ``--threshold``, and ``--out/head.json``: the labels' wall seconds (summed o
 runs, from the data folder's ``time.json``), the fit's, and the departures (the leaderboard adds
 them to the run's training budget).
 
-    python baselines/muzero/v1/head.py data --generated 0,32 --out out/head-data --workers 2
-    python baselines/muzero/v1/head.py data --generated 1000,1028 --out out/head-data --workers 2
+    python baselines/muzero/v1/head.py data --generated 0,11 --out out/head-data --workers 2
     python baselines/muzero/v1/head.py fit --data out/head-data --out out/v1-head --threshold 0
 
 The published checkpoint (this folder) was written by ``fit --data out/head-data --out
-baselines/muzero/v1 --threshold -1`` (the threshold chosen on validation, ``RULE.md``).
+baselines/muzero/v1 --threshold -1`` on programs 0-10 (the threshold chosen on validation with
+the check, ``RULE.md``, amendments of 2026-11-27 11:27 and 11:37 UTC; the head before it was
+fitted on programs 0-31 and 1000-1027).
 """
 
 from __future__ import annotations

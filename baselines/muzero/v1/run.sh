@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The MallocGame-v1 entry's runs (issue 31): the first training run, then the DAgger run from its
 # weights (RULE.md, amendment of 2026-11-27), then the policy at every margin of the rule on the
-# three program sets of equal_time.py, in parallel; then the departure head (RULE.md, amendment of
-# 2026-11-27 06:55 UTC): its data on 60 fresh training-distribution programs, its fit, and its
-# threshold on validation (HEAD=0: no head).
+# three program sets of equal_time.py, in parallel; then the departure head (RULE.md, amendments of
+# 2026-11-27 06:55 and 11:27 UTC): its data on 11 fresh training-distribution programs, its fit, and
+# its threshold on validation (HEAD=0: no head).
 #
 #   WORKERS=2 MINUTES=56 OUT=out/v1-entry bash baselines/muzero/v1/run.sh    # as published (2 cores)
 #   WORKERS=15 DEVICE=cuda MINUTES=6.5 bash baselines/muzero/v1/run.sh                # 16 cores and a GPU
@@ -55,11 +55,10 @@ done | xargs -P "$WORKERS" -n 2 sh -c \
   '$PY baselines/muzero/equal_time.py margins --env v1 --set $0 --checkpoint "$NET" --margins $1 \
      --out "$EVAL_OUT/margins_$0_$1.json" > /dev/null'
 if [ "${HEAD:-1}" != 0 ]; then
-  for RANGE in 0,32 1000,1028; do
-    $PY baselines/muzero/v1/head.py data --generated "$RANGE" --out "$OUT/head-data" --workers "$WORKERS" \
-      --checkpoint "$NET"
-  done
+  # the head on programs 0-10 (RULE.md, amendment of 2026-11-27 11:27 UTC; the 60-program head
+  # before it: --generated 0,32 and 1000,1028), its threshold on validation with the check
+  $PY baselines/muzero/v1/head.py data --generated 0,11 --out "$OUT/head-data" --workers "$WORKERS" --checkpoint "$NET"
   $PY baselines/muzero/v1/head.py fit --data "$OUT/head-data" --out "$OUT/head" --checkpoint "$NET"
   $PY baselines/muzero/v1/evaluate.py --set validation --budget-s 600 --out "$EVAL_OUT/head_thresholds_validation.json" \
-    --agents "$(for T in 0 -1 -2 -3 -4; do printf 'muzero-pol:%s,head=%s;' "$OUT/head" "$T"; done)" > /dev/null
+    --agents "$(for T in 1 0 -1 -2; do printf 'muzero-pol:%s,head=%s;' "$OUT/head" "$T"; done)" > /dev/null
 fi
