@@ -39,7 +39,7 @@ from numba import njit
 from . import copy_budget, v1
 from .v1 import FAST, PREFETCH_SEG, SLOW, interval_time
 
-__all__ = ["MsaStatic", "PICKERS", "msa_static", "picker_starts", "nocopy_ok", "keep_free", "best_fit",
+__all__ = ["MsaStatic", "PICKERS", "msa_static", "picker_starts", "nocopy_ok", "best_fit",
            "look_ahead_fit", "decide", "plan"]
 
 PICKERS = ("cost", "count")
@@ -107,9 +107,7 @@ def _nocopy(params, cum_slow, a, b):
     scenario pays for its every array, see :func:`mallocgym.sim.v1._sync`)."""
     if params[PICKER] == COUNT:
         return b - a <= params[CNT_MAX]
-    lo = a + 1
-    elapsed = 0.0 if lo >= b else cum_slow[b] - cum_slow[lo]  # interval_time
-    return params[MAX_ELAPSED] > elapsed
+    return params[MAX_ELAPSED] > v1.interval_time_of(cum_slow, a, b)
 
 
 @njit(cache=True, inline="always")
@@ -236,18 +234,6 @@ def picker_starts(st, ms, s, lo, out):
 
 
 # ------------------------------------------------------------------------------ offsets
-@njit(cache=True)
-def keep_free(st, state, s):
-    """Whether segment ``s`` can keep the value at its previous offset (as
-    :func:`mallocgym.sim.v1.keep_legal`, with evicted chunks held through their done op)."""
-    b = st.seg_buf[s]
-    prev_kind = state.seg_kind[s - 1]
-    if s == st.seg_ptr[b] or (prev_kind != FAST and prev_kind != PREFETCH_SEG):
-        return False
-    hi = st.seg_use[s]
-    return v1.first_blocked(st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, hi, True, True) > hi
-
-
 @njit(cache=True)
 def best_fit(st, state, ids, b, lo, hi):
     """MSA's best-fit offset for buffer ``b`` over ops ``[lo, hi]``: the smallest free gap that
@@ -464,7 +450,9 @@ def decide(st, state, ms, ids, s, starts, out):
                 out[0], out[1] = FAST, off
     else:
         k = state.seg_kind[s - 1]
-        # keep_free, written out (one kernel less to enter)
+        # the value may keep its offset (as v1.keep_legal, evicted chunks held through their done
+        # op), asked of first_blocked here rather than through a kernel of its own: one kernel
+        # less to enter per decision (docs/speed.md, "Seventh session")
         if (k == FAST or k == PREFETCH_SEG) and _nocopy(ms.params, st.cum_slow, st.seg_prev[s], u) and v1.first_blocked(
                 st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, u, True, True) > u:
             out[0], out[1] = FAST, state.seg_off[s - 1]

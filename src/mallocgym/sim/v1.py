@@ -661,10 +661,17 @@ def current_time(st, state):
 @njit(cache=True, inline="always")
 def interval_time(st, a, b):
     """All-slow time of the ops strictly between ``a`` and ``b`` (``a < b``; ``a`` may be -1)."""
+    return interval_time_of(st.cum_slow, a, b)
+
+
+@njit(cache=True, inline="always")
+def interval_time_of(cum_slow, a, b):
+    """:func:`interval_time` from the scenario's prefix sums ``cum_slow`` alone (for kernels that
+    do not take the scenario)."""
     lo = a + 1
     if lo >= b:
         return 0.0
-    return st.cum_slow[b] - st.cum_slow[lo]
+    return cum_slow[b] - cum_slow[lo]
 
 
 @njit(cache=True, inline="always")
