@@ -130,7 +130,7 @@ State1 = namedtuple("State1", [
                      #   are read as a few intervals (mallocgym.sim.msa._fit_by_unions)
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
-                     #   chunks change (A = B = 0: not kept); see _paint
+                     #   chunks change (A = B = 0: not kept); see _paint_image
     "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in the order
     "rs_end",        #   added, issued after op rs_start, done before op rs_end, rs_amount seconds of copying;
     "rs_amount",     #   rs_count[0] of them; rs_delay[T+1] the earlier copies' leftover at each op; their
@@ -684,19 +684,13 @@ def _covers(st, x, y):
 
 # ------------------------------------------------------------------------------ fast memory
 @njit(cache=True)
-def _paint(st, state, c, lo, hi, sign):
-    """Add (``sign`` 1) or remove (-1) chunk ``c``'s rectangle over ops ``[lo, hi]`` in
-    ``state.image``. Bin ``(a, t)`` covers addresses ``[a, a + 1) * capacity / A`` and ops
+def _paint_image(img, n_ops, cap, off, size, lo, hi, sign):
+    """Add (``sign`` 1) or remove (-1) the rectangle of ``size`` bytes at ``off`` over ops
+    ``[lo, hi]`` in ``img`` (``state.image``, of a program of ``n_ops`` ops and a fast memory of
+    ``cap`` bytes). Bin ``(a, t)`` covers addresses ``[a, a + 1) * capacity / A`` and ops
     ``[t, t + 1) * T / B``; it holds the covered area in units of ``1 / (A * B)`` byte-ops (so
     ``T * capacity`` is a full bin): whole numbers, exact in float64 (below 2**53), so removing
     a rectangle undoes adding it and the image equals a redraw from the chunks."""
-    _paint_image(state.image, st.compute_time.shape[0], st.iparams[CAPACITY], state.ch_off[c],
-                 st.size[state.ch_buf[c]], lo, hi, sign)
-
-
-@njit(cache=True)
-def _paint_image(img, n_ops, cap, off, size, lo, hi, sign):
-    """:func:`_paint` of the rectangle of ``size`` bytes at ``off`` over ops ``[lo, hi]``."""
     a_bins, t_bins = img.shape[0], img.shape[1]
     if a_bins == 0 or t_bins == 0 or hi < lo:
         return
@@ -858,17 +852,10 @@ def _union_add(un, base, a, z):
 
 
 @njit(cache=True)
-def _union_rebuild(st, state, k):
-    """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
-    ops (every chunk live there is registered there: :func:`_register`)."""
-    _rebuild(state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done, state.ix_head,
-             state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_use.shape[0],
-             state.counters[IX_WIDTH], k)
-
-
-@njit(cache=True)
 def _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k):
-    """:func:`_union_rebuild` over the arrays it reads (see :func:`_sync`)."""
+    """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
+    ops (every chunk live there is registered there: :func:`_register`). Over the arrays it reads,
+    not the state (see :func:`_sync`)."""
     base = 2 * n_seg + k * UNION_STRIDE
     t0, t1 = k * w, k * w + w - 1
     offs = np.empty(count[k], np.int64)
