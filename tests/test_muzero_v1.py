@@ -174,20 +174,27 @@ def test_oracle_policy_beats_xla_msa_somewhere():
     assert _time(SCENARIO, play_v1(SCENARIO, V1, _oracle, margin=0.0)) < _xla_msa_time(SCENARIO) * (1 - 1e-6)
 
 
-def _own_game_time(scenario, advantage_fn) -> float:
-    """The policy's own game at margin 0 played move by move through the env (no check)."""
+def _own_game_time(scenario, advantage_fn, xla_from: int | None = None) -> tuple[float, list[int]]:
+    """The policy's own game at margin 0 played move by move through the env (no check): its
+    time and the segments where it departs from xla-msa's move. ``xla_from=k``: xla-msa's move
+    from its ``k``-th departure (0-based) on."""
     from mallocgym.agents.muzero.labels import policy_move
     from mallocgym.agents.muzero.v1 import make_env_v1
 
     env = make_env_v1(scenario, V1).unwrapped
     obs, info = env.reset(seed=0)
     done = env.current_segment < 0
+    departed = []
     while not done:
         base = env.msa_action()
         legal = branch_mask(obs["action_mask"], base, env.k)
-        action = policy_move(advantage_fn(env, obs, legal, base), legal, 0.0, base=base) if legal.sum() >= 2 else base
+        action = base
+        if legal.sum() >= 2 and (xla_from is None or len(departed) < xla_from):
+            action = policy_move(advantage_fn(env, obs, legal, base), legal, 0.0, base=base)
+            if action != base:
+                departed.append(env.current_segment)
         obs, _, done, _, info = env.step(action)
-    return info["time"]
+    return info["time"], departed
 
 
 def test_policy_keeps_xla_msas_plan_where_its_own_game_ends_slower():
@@ -196,7 +203,7 @@ def test_policy_keeps_xla_msas_plan_where_its_own_game_ends_slower():
         return np.where(legal, -adv, -np.inf)
 
     xla = make_agent("xla-msa:in_env=1").solve_v1(SCENARIO)
-    own = _own_game_time(SCENARIO, worst)
+    own, _ = _own_game_time(SCENARIO, worst)
     assert own > _xla_msa_time(SCENARIO) * (1 + 1e-6)        # its own game loses...
     sol = play_v1(SCENARIO, V1, worst, margin=0.0)
     assert sol.info["kept_xla"] and sol.info["departures"] >= 1
@@ -204,10 +211,33 @@ def test_policy_keeps_xla_msas_plan_where_its_own_game_ends_slower():
     # where its own game wins, that game is returned
     sol = play_v1(SCENARIO, V1, _oracle, margin=0.0)
     assert not sol.info["kept_xla"] and sol.info["departures"] >= 1
-    assert _time(SCENARIO, sol) == pytest.approx(_own_game_time(SCENARIO, _oracle), rel=1e-12)
+    assert _time(SCENARIO, sol) == pytest.approx(_own_game_time(SCENARIO, _oracle)[0], rel=1e-12)
     # no departure: no check, xla-msa's game
     sol = play_v1(SCENARIO, V1, _oracle, margin=10.0)
     assert not sol.info["kept_xla"] and sol.info["departures"] == 0 and sol.mapping == xla.mapping
+
+
+def test_policy_checks_every_departure_and_keeps_the_fastest_checked_game():
+    def worst(env, obs, legal, base):
+        return np.where(legal, -_oracle(env, obs, legal, base), -np.inf)
+
+    first = _own_game_time(SCENARIO, _oracle)[1][0]   # the oracle's first departure
+
+    def good_then_bad(env, obs, legal, base):   # the oracle up to that segment, the worst move after it
+        return (_oracle if env.current_segment <= first else worst)(env, obs, legal, base)
+
+    own, departed = _own_game_time(SCENARIO, good_then_bad)
+    assert departed[0] == first and len(departed) >= 2
+    # the checked games by hand: its own moves up to departure k, xla-msa's from there
+    checked = [_own_game_time(SCENARIO, good_then_bad, xla_from=k)[0] for k in range(len(departed))]
+    assert checked[0] == pytest.approx(_xla_msa_time(SCENARIO), rel=1e-12)
+    # the first departure wins, the worst moves after it lose: only a check after the first
+    # departure finds the game that keeps the win
+    assert min(checked) < checked[0] * (1 - 1e-6) and min(checked) < own * (1 - 1e-6)
+    sol = play_v1(SCENARIO, V1, good_then_bad, margin=0.0)
+    assert sol.info["departures"] == len(departed) and sol.info["kept_xla"]
+    assert sol.info["kept_at"] == int(np.argmin(checked)) >= 1
+    assert _time(SCENARIO, sol) == pytest.approx(min(checked), rel=1e-12)
 
 
 def test_gate_searches_only_where_a_gain_is_predicted():
@@ -409,7 +439,7 @@ def test_policy_games_play_the_policy_and_label_its_departures():
     policy = play_v1(SCENARIO, config, _prefers_slow, margin=0.0)
     ev = evaluate_v1(SCENARIO.workload, policy.mapping, SCENARIO.hardware)
     assert policy.info["departures"] >= 3 and policy.info["kept_xla"] == (ret < xla_ret)
-    own = _own_game_time(SCENARIO, _prefers_slow)
+    own, _ = _own_game_time(SCENARIO, _prefers_slow)
     assert ret == pytest.approx(1 - own / ev.time_all_slow, rel=1e-12) and ret != pytest.approx(xla_ret)
     # the first two departures are labelled whatever the draw (p = 2 / segments here): each is a
     # position where SLOW is legal and is not xla-msa's move (its advantage is not 0 by definition)

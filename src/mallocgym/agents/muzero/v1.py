@@ -262,13 +262,16 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
 
 def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, seed: int, deadline: float | None,
             clock: Callable[[], float]) -> Solution:
-    """The policy alone (:func:`play_v1`): one network call per decision. Its game is xla-msa's
-    up to its first departure; there it also finishes xla-msa's game (one completion, the
-    *check*) and returns xla-msa's mapping if its own game ends slower (``kept_xla``)."""
+    """The policy alone (:func:`play_v1`): one network call per decision. At each of its
+    departures from xla-msa's move it also finishes the game so far with xla-msa (one
+    completion, the *check*), and it returns the fastest of its own game and those checked
+    games: its own moves up to a departure, xla-msa's from there (``kept_xla``; ``kept_at``, the
+    departure where xla-msa took over, 0 for xla-msa's own game). It never ends slower than
+    xla-msa, nor than any of its checked games."""
     obs, info = env.reset(seed=seed)
     st = env.static
     done = env.current_segment < 0
-    decisions = departures = 0
+    decisions = departures = kept_at = 0
     out_of_time = False
     check = Completions(st)
     while not done:
@@ -281,9 +284,11 @@ def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, s
                 break
             action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
             decisions += 1
-            if action != base and not departures:
-                check.complete(env.sim_state)
-            departures += int(action != base)
+            if action != base:
+                best = check.best_time
+                if check.complete(env.sim_state) < best:
+                    kept_at = departures
+                departures += 1
         obs, _, done, _, info = env.step(action)
     state = env.sim_state
     if out_of_time:
@@ -291,7 +296,7 @@ def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, s
         info = {"time": float(complete_msa(st, state, v1_obs.make_table(st)))}
     kept_xla = departures > 0 and check.best_time < info["time"]
     details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions,
-               "departures": departures, "kept_xla": bool(kept_xla)}
+               "departures": departures, "kept_xla": bool(kept_xla), "kept_at": kept_at if kept_xla else None}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
     state = check.best_state if kept_xla else state
