@@ -217,7 +217,7 @@ def test_policy_keeps_xla_msas_plan_where_its_own_game_ends_slower():
     assert not sol.info["kept_xla"] and sol.info["departures"] == 0 and sol.mapping == xla.mapping
 
 
-def test_policy_checks_every_departure_and_keeps_the_fastest_checked_game():
+def test_policy_checks_doubling_departures_and_keeps_the_fastest_checked_game():
     def worst(env, obs, legal, base):
         return np.where(legal, -_oracle(env, obs, legal, base), -np.inf)
 
@@ -227,17 +227,20 @@ def test_policy_checks_every_departure_and_keeps_the_fastest_checked_game():
         return (_oracle if env.current_segment <= first else worst)(env, obs, legal, base)
 
     own, departed = _own_game_time(SCENARIO, good_then_bad)
-    assert departed[0] == first and len(departed) >= 2
-    # the checked games by hand: its own moves up to departure k, xla-msa's from there
-    checked = [_own_game_time(SCENARIO, good_then_bad, xla_from=k)[0] for k in range(len(departed))]
+    assert departed[0] == first and len(departed) >= 4
+    # the checked games by hand: its own moves up to the k-th departure, xla-msa's from there,
+    # for k = 0, 1, 2, 4, ... (k = 0: xla-msa's game)
+    ks = [k for k in (0, 1, 2, 4, 8, 16, 32) if k < len(departed)]
+    checked = {k: _own_game_time(SCENARIO, good_then_bad, xla_from=k)[0] for k in ks}
     assert checked[0] == pytest.approx(_xla_msa_time(SCENARIO), rel=1e-12)
     # the first departure wins, the worst moves after it lose: only a check after the first
     # departure finds the game that keeps the win
-    assert min(checked) < checked[0] * (1 - 1e-6) and min(checked) < own * (1 - 1e-6)
+    best = min(checked, key=checked.get)
+    assert best >= 1 and checked[best] < checked[0] * (1 - 1e-6) and checked[best] < own * (1 - 1e-6)
     sol = play_v1(SCENARIO, V1, good_then_bad, margin=0.0)
-    assert sol.info["departures"] == len(departed) and sol.info["kept_xla"]
-    assert sol.info["kept_at"] == int(np.argmin(checked)) >= 1
-    assert _time(SCENARIO, sol) == pytest.approx(min(checked), rel=1e-12)
+    assert sol.info["departures"] == len(departed) and sol.info["checks"] == len(ks)
+    assert sol.info["kept_xla"] and sol.info["kept_at"] == best
+    assert _time(SCENARIO, sol) == pytest.approx(checked[best], rel=1e-12)
 
 
 def test_gate_searches_only_where_a_gain_is_predicted():

@@ -262,12 +262,10 @@ def play_v1(scenario: Scenario, config: MuZeroConfig, advantage_fn: AdvantageFn 
 
 def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, seed: int, deadline: float | None,
             clock: Callable[[], float]) -> Solution:
-    """The policy alone (:func:`play_v1`): one network call per decision. At each of its
-    departures from xla-msa's move it also finishes the game so far with xla-msa (one
-    completion, the *check*), and it returns the fastest of its own game and those checked
-    games: its own moves up to a departure, xla-msa's from there (``kept_xla``; ``kept_at``, the
-    departure where xla-msa took over, 0 for xla-msa's own game). It never ends slower than
-    xla-msa, nor than any of its checked games."""
+    """The policy alone (:func:`play_v1`): one network call per decision. Before its ``k``-th
+    departure kept, ``k`` = 0, 1, 2, 4, 8, ..., it finishes the game so far with xla-msa (the
+    *check*: ``log2(D) + 2`` completions at most for ``D`` departures; ``k = 0``: xla-msa's game)
+    and returns the fastest of those and its own game (``kept_xla``, ``kept_at``: that ``k``)."""
     obs, info = env.reset(seed=seed)
     st = env.static
     done = env.current_segment < 0
@@ -284,18 +282,16 @@ def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, s
                 break
             action = policy_move(advantage_fn(env, obs, legal, base), legal, margin, base=base)
             decisions += 1
-            if action != base:
+            if action != base and departures & (departures - 1) == 0:   # the 0th, 1st, 2nd, 4th, 8th, ...
                 best = check.best_time
-                if check.complete(env.sim_state) < best:
-                    kept_at = departures
-                departures += 1
+                kept_at = departures if check.complete(env.sim_state) < best else kept_at
+            departures += int(action != base)
         obs, _, done, _, info = env.step(action)
-    state = env.sim_state
+    state = v1.copy_state(env.sim_state) if out_of_time else env.sim_state
     if out_of_time:
-        state = v1.copy_state(env.sim_state)
         info = {"time": float(complete_msa(st, state, v1_obs.make_table(st)))}
     kept_xla = departures > 0 and check.best_time < info["time"]
-    details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions,
+    details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions, "checks": check.count,
                "departures": departures, "kept_xla": bool(kept_xla), "kept_at": kept_at if kept_xla else None}
     if deadline is not None:
         details["budget_exhausted"] = out_of_time
