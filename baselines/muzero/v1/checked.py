@@ -3,19 +3,19 @@
 ``rows``: per program of an ``equal_time.py`` set and per threshold T, the policy
 (``muzero-pol:DIR,head=T``) played move by move, with xla-msa's completion of the game so far at
 *every* departure (:class:`mallocgym.agents.muzero.v1.Completions`): one JSON line per program,
-``{"scenario", "buffers", "<T>": {"checked": [time at departure 1, 2, ...], "own": its own
-game's time, "slow": the all-slow time, "wall_s"}}`` (times in seconds of program time).
+``{"scenario", "buffers", "xla-msa": its plan's speedup (``evaluate.py``'s baseline), "<T>":
+{"checked": [time at departure 1, 2, ...], "own": its own game's time, "slow": the all-slow
+time, "wall_s"}}`` (times in seconds of program time).
 
 ``summary``: from those rows, per T and per check, each program's speedup over the all-slow
-time, against ``xla-msa``'s from an ``evaluate.py`` file of the same set (``--against``): the
-wins, losses and geomean (``equal_time.compare``). The checks: ``first`` (xla-msa's game at the
+time against ``xla-msa``'s: the wins, losses and geomean (``equal_time.compare``). The checks: ``first`` (xla-msa's game at the
 first departure, the check of 11:01), ``doubling`` (before the k-th departure kept, k in
 {0, 1, 2, 4, 8, ...}: the published policy's, :func:`mallocgym.agents.muzero.v1.play_v1`) and
 ``every`` (at each departure, the check of 13:37, measured and not kept: a completion per
 departure).
 
     python baselines/muzero/v1/checked.py rows --set validation --thresholds -1,0,1,2,4,8 --out rows.jsonl
-    python baselines/muzero/v1/checked.py summary rows.jsonl --against eval/every_thresholds_validation.json
+    python baselines/muzero/v1/checked.py summary rows.jsonl
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # equal_time.py, beside this folder
-from equal_time import compare, programs, warm_up_program  # noqa: E402
+from equal_time import compare, programs, run, warm_up_program  # noqa: E402
 
 from mallocgym._files import atomic_write  # noqa: E402
 from mallocgym.agents import make_agent  # noqa: E402
@@ -80,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True)
     s = sub.add_parser("summary", help="wins and geomeans of each check, from rows")
     s.add_argument("rows")
-    s.add_argument("--against", required=True, help="an evaluate.py JSON of the same set (its xla-msa column)")
     args = p.parse_args(argv)
     if args.command == "rows":
         torch.set_num_threads(1)
@@ -89,24 +88,24 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             p.error(f"--thresholds takes numbers separated by commas, got {args.thresholds!r}")
         agents = {f"{t:g}": make_agent(f"muzero-pol:{args.checkpoint},head={t:g}") for t in ts}
+        base = make_agent("xla-msa")
         for agent in agents.values():
             checked_game(agent, warm_up_program())
         with atomic_write(Path(args.out), "w") as handle:
             for scenario in programs(args.set):
-                row = {"scenario": scenario.name, "buffers": int(scenario.workload.size.shape[0])}
+                row = {"scenario": scenario.name, "buffers": int(scenario.workload.size.shape[0]),
+                       "xla-msa": run(base, scenario, "v1")[0]}
                 row.update({t: checked_game(agent, scenario) for t, agent in agents.items()})
                 handle.write(json.dumps(row) + "\n")
                 print(scenario.name, flush=True)
         return 0
     rows = [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.strip()]
-    xla = {row["scenario"]: row["xla-msa"] for row in json.loads(Path(args.against).read_text())["rows"]}
-    missing = [row["scenario"] for row in rows if row["scenario"] not in xla]
-    if missing:
-        p.error(f"{args.against} has no xla-msa row for {missing[:3]}")
-    for t in [key for key in rows[0] if key not in ("scenario", "buffers")]:
+    if not rows or any("xla-msa" not in row for row in rows):
+        p.error(f"{args.rows}: no rows, or a row without xla-msa's speedup (written by checked.py rows)")
+    for t in [key for key in rows[0] if key not in ("scenario", "buffers", "xla-msa")]:
         for check in ("first", "doubling", "every"):
             speedups = [row[t]["slow"] / check_time(row[t], check) for row in rows]
-            summary = compare(speedups, [xla[row["scenario"]] for row in rows])
+            summary = compare(speedups, [row["xla-msa"] for row in rows])
             completions = sum(CHECKS[check](k) for row in rows for k in range(len(row[t]["checked"])))
             print(json.dumps({"T": float(t), "check": check, "wins": summary["wins"], "losses": summary["losses"],
                               "geomean": round(summary["geomean"], 4), "completions": completions}))

@@ -3,7 +3,8 @@
 # weights (RULE.md, amendment of 2026-11-27), then the policy at every margin of the rule on the
 # three program sets of equal_time.py, in parallel; then the departure head (RULE.md, amendments of
 # 2026-11-27 06:55 and 11:27 UTC): its data on 11 fresh training-distribution programs, its fit, and
-# its threshold on validation (HEAD=0: no head).
+# its threshold on validation with the check at doubling departures (amendment of 14:07 UTC;
+# HEAD=0: no head).
 #
 #   WORKERS=2 MINUTES=56 OUT=out/v1-entry bash baselines/muzero/v1/run.sh    # as published (2 cores)
 #   WORKERS=15 DEVICE=cuda MINUTES=6.5 bash baselines/muzero/v1/run.sh                # 16 cores and a GPU
@@ -59,6 +60,9 @@ if [ "${HEAD:-1}" != 0 ]; then
   # before it: --generated 0,32 and 1000,1028), its threshold on validation with the check
   $PY baselines/muzero/v1/head.py data --generated 0,11 --out "$OUT/head-data" --workers "$WORKERS" --checkpoint "$NET"
   $PY baselines/muzero/v1/head.py fit --data "$OUT/head-data" --out "$OUT/head" --checkpoint "$NET"
-  $PY baselines/muzero/v1/evaluate.py --set validation --budget-s 600 --out "$EVAL_OUT/head_thresholds_validation.json" \
-    --agents "$(for T in 1 0 -1 -2; do printf 'muzero-pol:%s,head=%s;' "$OUT/head" "$T"; done)" > /dev/null
+  # its threshold with the check at doubling departures (RULE.md, amendment of 14:07 UTC): every
+  # checked game recorded, the doubling check's validation geomean per T computed from them
+  $PY baselines/muzero/v1/checked.py rows --set validation --thresholds -1,0,1,2,4,8 --checkpoint "$OUT/head" \
+    --out "$EVAL_OUT/checked_validation.jsonl" > /dev/null
+  $PY baselines/muzero/v1/checked.py summary "$EVAL_OUT/checked_validation.jsonl" > "$EVAL_OUT/checked_validation_summary.jsonl"
 fi
