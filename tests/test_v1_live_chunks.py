@@ -84,7 +84,7 @@ def test_live_chunks_equal_a_scan(seed, n_steps, n_offsets, merge_every):
             offs = [int(state.ch_off[c]) for c in got]
             assert offs == sorted(offs)
             w = int(state.counters[v1.IX_WIDTH])
-            k0, k1 = max(lo, 0) // w, min(hi // w, int(state.counters[v1.IX_BUCKETS]) - 1)
+            k0, k1 = max(lo, 0) // w, min(hi // w, state.ix_head.shape[0] - 1)
             m = v1._live_by_rank(st, state, lo, hi, skip, ids, msa_hold, k0, k1)
             assert ids[:m].tolist() == want
             assert not state.rank_bits.any()  # the scratch is left clear
@@ -130,7 +130,7 @@ def test_live_by_rank_over_many_summary_words(seed, n_offsets, n_tail):
         lo = int(rng.integers(-1, n_ops))
         hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, 3 * w + 1)))
         want = _scan(state, lo, hi, -1, True)
-        k0, k1 = max(lo, 0) // w, min(hi // w, int(state.counters[v1.IX_BUCKETS]) - 1)
+        k0, k1 = max(lo, 0) // w, min(hi // w, state.ix_head.shape[0] - 1)
         m = v1._live_by_rank(st, state, lo, hi, -1, ids, True, k0, k1)
         assert ids[:m].tolist() == want
         assert not state.rank_bits.any()

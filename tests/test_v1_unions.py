@@ -41,7 +41,7 @@ def _merged(intervals) -> list[tuple[int, int]]:
 def _unions_recounted(st, state) -> tuple[list[int], list]:
     """The reference: each chunk's last bucket, each bucket's merged intervals (None: too many)."""
     w = int(state.counters[v1.IX_WIDTH])
-    n_seg, n_buckets = st.seg_use.shape[0], int(state.counters[v1.IX_BUCKETS])
+    n_seg, n_buckets = st.seg_use.shape[0], state.ix_head.shape[0]
     span = [-1] * n_seg
     per_bucket: list[list[tuple[int, int]]] = [[] for _ in range(n_buckets)]
     for c in _chunks(state):
@@ -57,7 +57,7 @@ def _unions_kept(st, state) -> tuple[list[int], list]:
     n_seg = st.seg_use.shape[0]
     un = state.ix_meta
     out = []
-    for k in range(int(state.counters[v1.IX_BUCKETS])):
+    for k in range(state.ix_head.shape[0]):
         base = 2 * n_seg + k * v1.UNION_STRIDE
         n = int(un[base])
         out.append(None if n < 0 else [(int(un[base + 1 + 2 * i]), int(un[base + 2 + 2 * i])) for i in range(n)])

@@ -265,7 +265,7 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     counted in one."""
     w = state.counters[v1.IX_WIDTH]
     k0 = max(lo, 0) // w
-    k1 = min(hi // w, state.counters[v1.IX_BUCKETS] - 1)
+    k1 = min(hi // w, state.ix_head.shape[0] - 1)
     if k1 - k0 < 2:
         return NO_UNIONS
     un = state.ix_meta

@@ -112,11 +112,8 @@ State1 = namedtuple("State1", [
     "sim_empty",     # bool[T+1] both copy queues empty at the start of iteration t (last simulation)
     "blk_time",      # float64[T // BLOCK + 1] program time of each block of simulation iterations
     "blk_stall",     # float64[T // BLOCK + 1] stall time of each block (runtime.sum_blocks)
-    "ix_head",       # int32[B + B'] chunk index: the first registration in each time bucket of IX_WIDTH ops (-1
-                     #   none), then in each narrow bucket of IX_NARROW ops (a second index over the same
-                     #   chunks, for short windows: a wide bucket lists every chunk live at some of its
-                     #   ops, most of them not live in a window of a few ops; see _window_buckets)
-    "ix_tail",       # int32[B + B'] the last registration in each bucket (-1 none)
+    "ix_head",       # int32[B] chunk index: the first registration in each time bucket of IX_WIDTH ops (-1 none)
+    "ix_tail",       # int32[B] the last registration in each bucket (-1 none)
     "ix_nxt",        # int32[R] the registration after it in the same bucket (-1 none): a bucket lists its
                      #   chunks' first registrations (newest first), then the later ones (in the order made),
                      #   so a walk that needs a chunk once stops at the first later one past its first bucket
@@ -131,7 +128,7 @@ State1 = namedtuple("State1", [
                      #   offset, in offset order, touching ones merged. Kept after each decision
                      #   (_sync_unions), a function of the chunks: a long window's middle buckets
                      #   are read as a few intervals (mallocgym.sim.msa._fit_by_unions)
-    "ix_count",      # int32[B + B'] registrations in each bucket
+    "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint_image
     "rs_start",      # int64[S] MSA's copy budget (mallocgym.sim.copy_budget): the prefetches in the order
@@ -146,22 +143,18 @@ State1 = namedtuple("State1", [
     "touched",       # int64[1 + DIRTY_LIST]: the simulation iterations changed since the last simulation,
                      #   touched[0] of them in touched[1:] (-1: more than fit; then only the range
                      #   counters[DIRTY]..counters[DIRTY_HI] is known): current_time re-simulates around each
-    "counters",      # int64[13]: decisions made (position in order), chunks opened, forced, chosen, copies,
+    "counters",      # int64[10]: decisions made (position in order), chunks opened, forced, chosen, copies,
                      #   the first and the last simulation iteration a change since the last simulation
                      #   touches, the chunk index's bucket width and registrations used, how many of
-                     #   ``active`` are in offset order (the rest were appended since), the index's wide
-                     #   buckets (B), the narrow buckets' width (0: no narrow index, or no longer kept)
-                     #   and their registrations
+                     #   ``active`` are in offset order (the rest were appended since)
     "totals",        # float64[3]: program time, copy bytes, stall time
 ])
 
 POS, N_CHUNKS, FORCED, CHOSEN, N_COPIES, DIRTY, DIRTY_HI, IX_WIDTH, IX_USED, ACT_SORTED = range(10)
-IX_BUCKETS, IX_NARROW, IX_NARROW_USED = range(10, 13)
 DIRTY_LIST = 32  # changed iterations listed one by one between two simulations (a step makes a few)
 RANK_SORT_MIN = 128  # live_chunks orders a window's chunks by their place in ``active`` from this many registrations
 RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once more than max(MIN, chunks >> SHIFT) are unmerged
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
-NARROW_STARTS = 32  # the narrow buckets' width: about this many segments' uses per narrow bucket
 UNION_CAP = 24  # occupied offset intervals kept per index bucket (more: the bucket's union is not kept)
 UNION_STRIDE = 1 + 2 * UNION_CAP  # a bucket's words of its union in ``ix_meta``
 TIME, COPY_BYTES, STALL = 0, 1, 2
@@ -349,7 +342,6 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
     slow = np.zeros(t, dtype=np.int64)
     np.add.at(slow, st.access_op, st.access_bytes)
     width = _index_width(st)
-    narrow = _narrow_width(st, width)
     state = State1(
         seg_kind=np.zeros(s, np.int64), seg_off=np.full(s, -1, np.int64), seg_pstart=np.full(s, -1, np.int64),
         seg_chunk=np.full(s, -1, np.int64), ev_done=np.full(n, -1, np.int64), ev_base=np.full(n, -1, np.int64),
@@ -362,15 +354,13 @@ def new_state(st: Static1, memory_bins: tuple[int, int] = (0, 0)) -> State1:
         cp_next=np.full(s + n, -1, np.int64), cp_flight=np.zeros(t + 3, np.int64),
         slow_bytes=slow, fast_bytes=np.zeros(t, np.int64), slow_time=slow / st.params[SLOW_BW], fast_time=np.zeros(t),
         elapsed=np.zeros(t), stall=np.zeros(t + 1), sim_empty=np.zeros(t + 1, np.bool_), blk_time=np.zeros(n_blocks(t)),
-        blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width, narrow), image=np.zeros(tuple(int(x) for x in memory_bins)),
+        blk_stall=np.zeros(n_blocks(t)), **_new_index(st, width), image=np.zeros(tuple(int(x) for x in memory_bins)),
         rs_start=np.zeros(s, np.int64), rs_end=np.zeros(s, np.int64), rs_amount=np.zeros(s), rs_count=np.zeros(1, np.int64),
         rs_delay=np.zeros(t + 1), rs_next=np.full(s, -1, np.int64), rs_first=np.full(t + 1, -1, np.int64),
         rs_last=np.full(t + 1, -1, np.int64), rs_tree=np.zeros(copy_budget.tree_size(t), np.int8),
-        touched=np.zeros(1 + DIRTY_LIST, np.int64), counters=np.zeros(13, np.int64), totals=np.zeros(3),
+        touched=np.zeros(1 + DIRTY_LIST, np.int64), counters=np.zeros(10, np.int64), totals=np.zeros(3),
     )
     state.counters[IX_WIDTH] = width
-    state.counters[IX_BUCKETS] = st.compute_time.shape[0] // width + 2
-    state.counters[IX_NARROW] = narrow
     state.totals[TIME] = current_time(st, state)
     return state
 
@@ -381,39 +371,27 @@ def _index_width(st: Static1) -> int:
     return max(1, -(-_index_span(st) // (INDEX_DENSITY * (n + n_seg) + 1)))
 
 
-def _narrow_width(st: Static1, width: int) -> int:
-    """Ops per narrow index bucket: about ``NARROW_STARTS`` segments' uses each (0: none, where
-    that is no narrower than the wide buckets)."""
-    n_ops, n_seg = st.compute_time.shape[0], st.seg_use.shape[0]
-    narrow = max(1, -(-n_ops * NARROW_STARTS // max(n_seg, 1)))
-    return narrow if narrow < width else 0
-
-
 def _index_span(st: Static1) -> int:
     """The buffers' live ranges, each widened by 3 ops, summed: what the registrations cover."""
     return int((st.end - st.start + 3).sum())
 
 
-def _new_index(st: Static1, width: int, narrow: int) -> dict:
+def _new_index(st: Static1, width: int) -> dict:
     """An empty time-bucket index of the fast-memory chunks, so that a query over an op window
     meets only the chunks of the buckets it spans, not every chunk opened so far (which made a
     step grow with the program). A chunk is registered in each bucket it spans, through one op
     past its last (:func:`_register`). A buffer's chunks are disjoint in time and inside its live
     range widened by one op on each side, except its first, whose registration may reach past a
     later chunk's start after a dropped eviction; so at most ``2 * sum(live + 3) / width + 2 *
-    segments + 2 * buffers`` registrations are ever made (``R`` has room for more, twice: the
-    narrow buckets (``narrow`` ops each, none if 0) get the second half, and are no longer kept
-    once they would need more, which a plan's chunks, far shorter than their buffers' lives,
-    never come near)."""
+    segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
     n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
     cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
-    n_buckets = n_ops // width + 2 + (n_ops // narrow + 2 if narrow else 0)
-    return dict(ix_head=np.full(n_buckets, -1, np.int32), ix_tail=np.full(n_buckets, -1, np.int32),
-                ix_nxt=np.zeros(2 * cap, np.int32),
-                ix_cid=np.zeros(2 * cap, np.int32),
+    return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_tail=np.full(n_ops // width + 2, -1, np.int32),
+                ix_nxt=np.zeros(cap, np.int32),
+                ix_cid=np.zeros(cap, np.int32),
                 ix_meta=np.concatenate([np.full(2 * n_seg, -1, np.int64),
                                         np.zeros((n_ops // width + 2) * UNION_STRIDE, np.int64)]),
-                ix_count=np.zeros(n_buckets, np.int32))
+                ix_count=np.zeros(n_ops // width + 2, np.int32))
 
 
 def copy_state(state: State1) -> State1:
@@ -755,39 +733,19 @@ def _register(st, state, c):
 
 @njit(cache=True)
 def _register_in(ch_lo, ch_hi, meta, counters, head, tail, nxt, cid, count, c):
-    """:func:`_register` over the arrays it reads: in the wide buckets, and in the narrow ones
-    while they are kept (their registrations are at most half of ``R``; past that they are
-    dropped for good, ``counters[IX_NARROW]`` 0, and every walk takes the wide buckets)."""
+    """:func:`_register` over the arrays it reads."""
     hi = ch_hi[c] + 1
     old = meta[c]
     if old >= hi:
         return
     w = counters[IX_WIDTH]
-    n_wide = counters[IX_BUCKETS]
-    _link(counters, head, tail, nxt, cid, count, c, old < 0, ch_lo[c] // w if old < 0 else old // w + 1,
-          min(hi // w, n_wide - 1))
-    w = counters[IX_NARROW]
-    if w > 0:
-        first = n_wide + (ch_lo[c] // w if old < 0 else old // w + 1)
-        last = n_wide + min(hi // w, head.shape[0] - n_wide - 1)
-        if last >= first:
-            if counters[IX_NARROW_USED] + last - first + 1 > cid.shape[0] // 2:
-                counters[IX_NARROW] = 0
-            else:
-                counters[IX_NARROW_USED] += last - first + 1
-                _link(counters, head, tail, nxt, cid, count, c, old < 0, first, last)
-    meta[c] = hi
-
-
-@njit(cache=True, inline="always")
-def _link(counters, head, tail, nxt, cid, count, c, new, first, last):
-    """Register chunk ``c`` in buckets ``first..last`` of the index: a ``new`` chunk's first
-    registration at its bucket's head, every later one at its bucket's tail."""
+    first = ch_lo[c] // w if old < 0 else old // w + 1
+    last = min(hi // w, head.shape[0] - 1)
     for k in range(first, last + 1):
         n = counters[IX_USED]
         if n >= cid.shape[0]:
             raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
-        if new and k == first:  # a first registration: at the head
+        if old < 0 and k == first:  # a first registration: at the head
             cid[n] = c
             nxt[n] = head[k]
             head[k] = n
@@ -803,21 +761,7 @@ def _link(counters, head, tail, nxt, cid, count, c, new, first, last):
             tail[k] = n
         count[k] += 1
         counters[IX_USED] = n + 1
-
-
-@njit(cache=True, inline="always")
-def _window_buckets(counters, n_buckets, lo, hi):
-    """The index buckets a walk of ops ``[lo, hi]`` visits, ``(k0, k1)`` (``n_buckets``: the
-    index's, wide and narrow): the narrow ones for a window shorter than a wide bucket while they
-    are kept, else the wide ones. A wide bucket lists every chunk live at some op of its
-    ``IX_WIDTH`` (a fixed number of buckets, about 150, at every program size, so a bucket's
-    chunks grow with the program), a narrow one those of its ``IX_NARROW`` ops."""
-    w = counters[IX_WIDTH]
-    n_wide = counters[IX_BUCKETS]
-    narrow = counters[IX_NARROW]
-    if narrow > 0 and hi - lo < w:
-        return n_wide + max(lo, 0) // narrow, n_wide + min(hi // narrow, n_buckets - n_wide - 1)
-    return max(lo, 0) // w, min(hi // w, n_wide - 1)
+    meta[c] = hi
 
 
 @njit(cache=True)
@@ -962,7 +906,7 @@ def _sync(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt,
     arrays) pays each array's reference count on entry and exit wherever numba cannot prove
     them unneeded (a call inside the kernel is enough), about 1 us a call: :func:`apply_rules`
     calls this one, once per decision, with the dozen arrays it needs."""
-    last_k = (un.shape[0] - 2 * n_seg) // UNION_STRIDE - 1
+    last_k = head.shape[0] - 1
     prev = -1
     for j in range(seg_ptr[b], seg_ptr[b + 1]):
         c = seg_chunk[j]
@@ -1017,7 +961,9 @@ def live_chunks(st, state, lo, hi, skip_buf, ids, msa_hold):
     head, nxt, cid, active, ch_off = state.ix_head, state.ix_nxt, state.ix_cid, state.active, state.ch_off
     count, counters, rank, bits = state.ix_count, state.counters, state.ch_rank, state.rank_bits
     capacity = st.iparams[CAPACITY]
-    k0, k1 = _window_buckets(counters, head.shape[0], lo, hi)
+    w = counters[IX_WIDTH]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, head.shape[0] - 1)
     m = 0
     regs = 0
     for k in range(k0, k1 + 1):
@@ -1226,8 +1172,9 @@ def first_blocked(st, state, b, off, lo, hi, msa_hold, any_op):
     head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
     size = sizes[b]
     first = hi + 1
-    k0, k1 = _window_buckets(state.counters, head.shape[0], lo, hi)
-    for k in range(k0, k1 + 1):
+    w = state.counters[IX_WIDTH]
+    k0 = max(lo, 0) // w
+    for k in range(k0, min(hi // w, head.shape[0] - 1) + 1):
         j = head[k]
         while j >= 0:
             c = cid[j]
