@@ -520,22 +520,25 @@ def test_held_bottom_layers_decide_like_brute_force(seed):
             assert valid(start, end, size, cap, found) and np.all(found[list(layer)] == 0)
 
 
-def test_runs_record_their_bottom_layer():
-    """A run stopped at its node limit past offset 0 records the rectangles at offset 0 on its
-    path: disjoint in time and covering every section; one stopped before records nothing."""
-    scenario, _ = planted(3, n_buffers=64)
+@pytest.mark.parametrize("seed", [0, 1, 4, 5])
+def test_runs_record_their_bottom_layer(seed):
+    """Runs stopped at their node limit record the rectangles at offset 0 on their path only
+    once those cover every section, each section once (paths stopped earlier record nothing)."""
+    scenario, _ = planted(seed, n_buffers=64)
     w = scenario.workload
     cap = int(scenario.hardware.fast_capacity)
-    part = P._Part.make(np.arange(w.size.size), w.start.astype(np.int64), w.end.astype(np.int64),
-                        w.size.astype(np.int64), cap - w.size.astype(np.int64), cap)
+    size = w.size.astype(np.int64)
+    part = P._Part.make(np.arange(size.size), w.start.astype(np.int64), w.end.astype(np.int64), size, cap - size,
+                        cap)
+    assert len(P.components(w.start, w.end)) == 1 and np.all(part.section_totals() == cap)
     layers = []
-    with pytest.raises(P._Limit):
-        P._solve_part(part, "TWA", None, [1], float("inf"), {}, layers)
-    assert layers == []  # one placement: the layer is not complete
-    for name in ("TWA", "RST/t", "ZWA"):
-        with pytest.raises(P._Limit):
-            P._solve_part(part, name, None, [60], float("inf"), {}, layers)
-    assert len(layers) == 3
+    for name in ("TWA", "RST/t", "ZWA", "ZWA/t", "WAT"):
+        for nodes in (1, 2, 3, 5, 10, 40):
+            try:
+                P._solve_part(part, name, None, [nodes], float("inf"), {}, layers)
+            except P._Limit:
+                pass
+    assert layers
     for layer in layers:
         hits = np.zeros(part.nsec, dtype=np.int64)
         for b in layer:
