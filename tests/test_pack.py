@@ -546,11 +546,12 @@ def test_runs_record_their_bottom_layer(seed):
         assert np.all(hits == 1)
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_bottom_layer_restarts_decide_like_brute_force(seed, monkeypatch):
+@pytest.mark.parametrize("seed", range(30))
+def test_bottom_layer_restarts_decide_like_one_plain_search(seed, monkeypatch):
     """``pack`` with most nodes on bottom-layer restarts and runs of a node or a few (so that
-    many runs stop past offset 0 and their layers are held) decides tiny zero-slack instances,
-    some no longer packable, as brute force does, and its packings are valid."""
+    many runs stop past offset 0 and their layers are held) decides zero-slack planted
+    instances, sizes swapped between rectangles over the same sections so that some no longer
+    fit, as one search of the whole tree does; brute force on tiny ones; packings valid."""
     monkeypatch.setattr(P, "RESTART_UNIT", 0)
     monkeypatch.setattr(P, "MIN_RUN", 1)
     monkeypatch.setattr(P, "LAYER_SHARE", 0.9)
@@ -559,6 +560,23 @@ def test_bottom_layer_restarts_decide_like_brute_force(seed, monkeypatch):
     got = P.pack(start, end, size, cap, time_limit_s=20)
     assert got.status == ("optimal" if truth else "infeasible")
     if truth:
+        assert valid(start, end, size, cap, got.offsets)
+    rng = np.random.default_rng(seed)
+    scenario, _ = planted(seed, n_buffers=24, n_ops=8, capacity=12)
+    w = scenario.workload
+    cap = int(scenario.hardware.fast_capacity)
+    start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), w.size.astype(np.int64)
+    for _ in range(3):
+        pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
+                 if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
+        if pairs:
+            i, j = pairs[int(rng.integers(len(pairs)))]
+            size[i], size[j] = size[j], size[i]
+    part = P._Part.make(np.arange(size.size), start, end, size, cap - size, cap)
+    plain = P._solve_part(part, "TWA", None, [10**9], float("inf"))
+    got = P.pack(start, end, size, cap, time_limit_s=20)
+    assert got.status == ("optimal" if plain is not None else "infeasible")
+    if got.status == "optimal":
         assert valid(start, end, size, cap, got.offsets)
 
 
