@@ -53,7 +53,9 @@ is our own:
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
   preorders (keeping twins in order) under a doubling limit (as MiniMalloc's solver does);
   every run skips the states earlier runs on the part proved dead (one hashed table, keyed
-  without the preorder); pieces of a dynamic decomposition are memoised across runs.
+  without the preorder); pieces of a dynamic decomposition are memoised across runs. Where
+  every section is full, a share of the nodes restarts the search with each *bottom layer*
+  (the rectangles at offset 0) that a run stopped under held at offset 0.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
