@@ -580,6 +580,22 @@ def test_bottom_layer_restarts_decide_like_one_plain_search(seed, monkeypatch):
         assert valid(start, end, size, cap, got.offsets)
 
 
+def test_bottom_layers_pack_hard_tuning_instances_and_prove_nothing_wrong():
+    """Two planted zero-slack instances of the hard tuning set that the restarts without
+    bottom layers did not pack within 100,000 nodes are packed within 20,000 (their layers
+    held at offset 0); on a third, held layers are refuted within 30,000 nodes, which must not
+    make the (packable) instance infeasible."""
+    for seed, nodes, want in ((196, 20_000, {"optimal"}), (262, 20_000, {"optimal"}),
+                              (266, 30_000, {"optimal", "unknown"})):
+        scenario, _ = planted(seed, n_buffers=256)
+        w = scenario.workload
+        cap = int(scenario.hardware.fast_capacity)
+        got = P.pack(w.start, w.end, w.size, cap, max_nodes=nodes, time_limit_s=60)
+        assert got.status in want, seed
+        if got.status == "optimal":
+            assert evaluate(w, got.offsets, scenario.hardware).placed_bytes_fraction == 1.0
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):
