@@ -469,6 +469,133 @@ def test_single_runs_decide_like_brute_force_with_slack(seed):
             assert valid(start, end, size, cap, found) and np.all(found <= maxoff) and np.all(found >= 0)
 
 
+# -------------------------------------------------------------------------------- bottom layers
+def zero_slack_instance(seed):
+    """A tiny planted instance (every section full), two sizes swapped between rectangles over
+    the same sections where there are such (the sections stay full; it may no longer fit)."""
+    rng = np.random.default_rng(seed)
+    scenario, _ = planted(seed, n_buffers=int(rng.integers(3, 7)), n_ops=4, capacity=5)
+    w, align = scenario.workload, scenario.hardware.alignment
+    cap = int(scenario.hardware.fast_capacity) // align
+    start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), (w.size // align).astype(np.int64)
+    pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
+             if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
+    if pairs:
+        i, j = pairs[int(rng.integers(len(pairs)))]
+        size[i], size[j] = size[j], size[i]
+    return start, end, size, cap
+
+
+def exact_covers(part):
+    """Every set of rectangles that covers each section of ``part`` exactly once (brute force)."""
+    n = part.size.size
+    for k in range(1, n + 1):
+        for chosen in itertools.combinations(range(n), k):
+            hits = np.zeros(part.nsec, dtype=np.int64)
+            for b in chosen:
+                hits[part.s0[b]:part.s1[b]] += 1
+            if np.all(hits == 1):
+                yield chosen
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_held_bottom_layers_decide_like_brute_force(seed):
+    """Each exact cover of a zero-slack instance's sections held at offset 0 (the restarts
+    ``_decide`` gives a bottom layer): its restarts pack it, with the layer at 0, exactly when
+    brute force finds a packing with that layer at 0, and prove it impossible otherwise."""
+    start, end, size, cap = zero_slack_instance(seed)
+    part = P._Part.make(np.arange(size.size), start, end, size, cap - size, cap)
+    assert np.all(part.section_totals() == cap)
+    for layer in exact_covers(part):
+        maxoff = cap - size
+        maxoff[list(layer)] = 0
+        truth = brute_feasible(start, end, size, cap, maxoff)
+        held = P._Part.make(np.arange(size.size), start, end, size, maxoff, cap)
+        restarts = P._Restarts(held, P.PREORDERS, tt_size=1 << 6, layer=layer)
+        status = "unknown"
+        while status == "unknown":
+            status, found = restarts.run(float("inf"), 10**9)
+        assert status == ("optimal" if truth else "infeasible"), layer
+        if truth:
+            assert valid(start, end, size, cap, found) and np.all(found[list(layer)] == 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 4, 5])
+def test_runs_record_their_bottom_layer(seed):
+    """Runs stopped at their node limit record the rectangles at offset 0 on their path only
+    once those cover every section, each section once (paths stopped earlier record nothing)."""
+    scenario, _ = planted(seed, n_buffers=64)
+    w = scenario.workload
+    cap = int(scenario.hardware.fast_capacity)
+    size = w.size.astype(np.int64)
+    part = P._Part.make(np.arange(size.size), w.start.astype(np.int64), w.end.astype(np.int64), size, cap - size,
+                        cap)
+    assert len(P.components(w.start, w.end)) == 1 and np.all(part.section_totals() == cap)
+    layers = []
+    for name in ("TWA", "RST/t", "ZWA", "ZWA/t", "WAT"):
+        for nodes in (1, 2, 3, 5, 10, 40):
+            try:
+                P._solve_part(part, name, None, [nodes], float("inf"), {}, layers)
+            except P._Limit:
+                pass
+    assert layers
+    for layer in layers:
+        hits = np.zeros(part.nsec, dtype=np.int64)
+        for b in layer:
+            hits[part.s0[b]:part.s1[b]] += 1
+        assert np.all(hits == 1)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_bottom_layer_restarts_decide_like_one_plain_search(seed, monkeypatch):
+    """``pack`` with most nodes on bottom-layer restarts and runs of a node or a few (so that
+    many runs stop past offset 0 and their layers are held) decides zero-slack planted
+    instances, sizes swapped between rectangles over the same sections so that some no longer
+    fit, as one search of the whole tree does; brute force on tiny ones; packings valid."""
+    monkeypatch.setattr(P, "RESTART_UNIT", 0)
+    monkeypatch.setattr(P, "MIN_RUN", 1)
+    monkeypatch.setattr(P, "LAYER_SHARE", 0.9)
+    start, end, size, cap = zero_slack_instance(seed)
+    truth = brute_feasible(start, end, size, cap, cap - size)
+    got = P.pack(start, end, size, cap, time_limit_s=20)
+    assert got.status == ("optimal" if truth else "infeasible")
+    if truth:
+        assert valid(start, end, size, cap, got.offsets)
+    rng = np.random.default_rng(seed)
+    scenario, _ = planted(seed, n_buffers=24, n_ops=8, capacity=12)
+    w = scenario.workload
+    cap = int(scenario.hardware.fast_capacity)
+    start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), w.size.astype(np.int64)
+    for _ in range(3):
+        pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
+                 if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
+        if pairs:
+            i, j = pairs[int(rng.integers(len(pairs)))]
+            size[i], size[j] = size[j], size[i]
+    part = P._Part.make(np.arange(size.size), start, end, size, cap - size, cap)
+    plain = P._solve_part(part, "TWA", None, [10**9], float("inf"))
+    got = P.pack(start, end, size, cap, time_limit_s=20)
+    assert got.status == ("optimal" if plain is not None else "infeasible")
+    if got.status == "optimal":
+        assert valid(start, end, size, cap, got.offsets)
+
+
+def test_bottom_layers_pack_hard_tuning_instances_and_prove_nothing_wrong():
+    """Two planted zero-slack instances of the hard tuning set that the restarts without
+    bottom layers did not pack within 100,000 nodes are packed within 20,000 (their layers
+    held at offset 0); on a third, held layers are refuted within 30,000 nodes, which must not
+    make the (packable) instance infeasible."""
+    for seed, nodes, want in ((196, 20_000, {"optimal"}), (262, 20_000, {"optimal"}),
+                              (266, 30_000, {"optimal", "unknown"})):
+        scenario, _ = planted(seed, n_buffers=256)
+        w = scenario.workload
+        cap = int(scenario.hardware.fast_capacity)
+        got = P.pack(w.start, w.end, w.size, cap, max_nodes=nodes, time_limit_s=60)
+        assert got.status in want, seed
+        if got.status == "optimal":
+            assert evaluate(w, got.offsets, scenario.hardware).placed_bytes_fraction == 1.0
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):

@@ -1,7 +1,7 @@
 """The tuning set of the decision search (docs/pack.md, "How the restarts were chosen"):
 
     PYTHONPATH=src .venv/bin/python tests/benchmarks/pack_tuning.py [time_limit_s | nodes=N] [hard | n/seed ...] \
-        [twins=LETTERS]
+        [twins=LETTERS] [layer_share=F]
 
 42 planted instances, ``planted(seed, n_buffers=n)``: seeds 100-111 at 128 and 256 buffers
 (zero slack), seeds 100-111 at 200 buffers with 10 % of the buffers removed and seeds 100-105
@@ -16,7 +16,8 @@ few thousand nodes), the seeds 112-299 at 128 and 256 buffers that the search of
 
 ``nodes=N`` gives each instance a budget of N nodes (those the failed-state table does not
 answer) instead of a time limit (600 s), so that the counts do not depend on the machine's load;
-``twins=LETTERS`` sets ``mallocgym.sim.pack.TWINS`` (the runs keeping stacked twins in order).
+``twins=LETTERS`` sets ``mallocgym.sim.pack.TWINS`` (the runs keeping stacked twins in order),
+``layer_share=F`` ``mallocgym.sim.pack.LAYER_SHARE`` (the bottom-layer restarts' share; 0: none).
 """
 
 import sys
@@ -50,6 +51,9 @@ def instance(n: int, seed: int, removed: float):
 def main(argv) -> None:
     for a in [a for a in argv if a.startswith("twins=")]:
         P.TWINS = a.partition("=")[2]
+        argv = [b for b in argv if b != a]
+    for a in [a for a in argv if a.startswith("layer_share=")]:
+        P.LAYER_SHARE = float(a.partition("=")[2])
         argv = [b for b in argv if b != a]
     limit, max_nodes = 4.0, None
     if argv and argv[0].startswith("nodes="):

@@ -53,7 +53,9 @@ is our own:
   short runs of varied preorders under Luby's node limits, and a round robin of the plain
   preorders (keeping twins in order) under a doubling limit (as MiniMalloc's solver does);
   every run skips the states earlier runs on the part proved dead (one hashed table, keyed
-  without the preorder); pieces of a dynamic decomposition are memoised across runs.
+  without the preorder); pieces of a dynamic decomposition are memoised across runs. Where
+  every section is full, a share of the nodes restarts the search with each *bottom layer*
+  (the rectangles at offset 0) that a run stopped under held at offset 0.
 
 Optimisation mode (:func:`pack_max`): the same tree, where every node is a valid packing of the
 placed rectangles; its value is kept incrementally, and a node is cut when its value plus an
@@ -104,6 +106,8 @@ TT_SIZE = 1 << 19  # slots of a part's failed-state table (two uint64 each, 8 Mi
 LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the round robin has the rest)
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
+LAYER_SHARE = 0.25  # the bottom-layer restarts' share of the nodes (_decide; zero-slack parts only)
+LAYER_TT = 1 << 15  # slots of each bottom layer's failed-state table
 TWINS = "r"  # the runs keeping stacked twins in order (/s): Luby's /t (t), its plain ones (p), the round robin (r)
 FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
@@ -1210,7 +1214,8 @@ class _Limit(Exception):
     """The node limit or the deadline of a decision search was reached."""
 
 
-def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, memo: dict | None = None):
+def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, memo: dict | None = None,
+                layers: list | None = None):
     """Place every rectangle of ``part`` (offsets >= ``low0``) under preorder ``name``: local
     offsets, or None when proven impossible. When the unplaced rectangles fall apart in time
     (``SPLIT``), each piece is solved on its own, recursively; ``budget[0]`` counts down the
@@ -1220,7 +1225,11 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
     piece is a whole problem of its own (its rectangles, their highest offsets and lowest
     offsets ``low0``), whose answer (offsets, or None when its tree was searched) holds under
     any preorder, so a piece met again, on another path or in a later restart, is not searched
-    again."""
+    again.
+
+    ``layers`` (a list; top-level runs only): when the run stops at a limit with every section
+    covered at offset 0 on its path, that path's *bottom layer* (the rectangles at offset 0,
+    increasing) is appended to it."""
     key = None
     if memo is not None and low0 is not None:
         key = np.concatenate([part.start, part.end, part.size, part.maxoff, low0]).tobytes()
@@ -1237,37 +1246,44 @@ def _solve_part(part: _Part, name: str, low0, budget: list, deadline: float, mem
         tt = memo["tt"]
     run = _Run(part, 0, part.preorder(pname), low0=low0, fmax=BIG if "t" in flag else 1, twins=int("s" in flag),
                tt=tt)
-    while True:
-        before = run.work
-        status = run.step(max(min(CHUNK, budget[0]), 1))
-        budget[0] -= run.work - before
-        if status == FOUND:
-            if key is not None:
-                memo[key] = run.best_off.copy()
-            return run.best_off.copy()
-        if status == EXHAUSTED:
-            if key is not None:
-                memo[key] = None
-            return None
-        if status == SPLIT:
-            off, low = run.state[0], run.state[1]
-            rest = np.flatnonzero(off < 0)
-            result = off.copy()
-            ok = True
-            for piece in components(part.start[rest], part.end[rest]):
-                ids = rest[piece]
-                sub = _Part.make(ids, part.start, part.end, part.size, part.maxoff, part.cap)
-                local = _solve_part(sub, name, low[ids], budget, deadline, memo)
-                if local is None:
-                    ok = False
-                    break
-                result[ids] = local
-            if ok:
-                return result
-            depth = run.meta[0]  # the split node has no solution: backtrack from it
-            run.cnt[depth], run.ti[depth], run.brk[depth] = 0, 0, 0
-        if budget[0] <= 0 or time.perf_counter() >= deadline:
-            raise _Limit
+    try:
+        while True:
+            before = run.work
+            status = run.step(max(min(CHUNK, budget[0]), 1))
+            budget[0] -= run.work - before
+            if status == FOUND:
+                if key is not None:
+                    memo[key] = run.best_off.copy()
+                return run.best_off.copy()
+            if status == EXHAUSTED:
+                if key is not None:
+                    memo[key] = None
+                return None
+            if status == SPLIT:
+                off, low = run.state[0], run.state[1]
+                rest = np.flatnonzero(off < 0)
+                result = off.copy()
+                ok = True
+                for piece in components(part.start[rest], part.end[rest]):
+                    ids = rest[piece]
+                    sub = _Part.make(ids, part.start, part.end, part.size, part.maxoff, part.cap)
+                    local = _solve_part(sub, name, low[ids], budget, deadline, memo)
+                    if local is None:
+                        ok = False
+                        break
+                    result[ids] = local
+                if ok:
+                    return result
+                depth = run.meta[0]  # the split node has no solution: backtrack from it
+                run.cnt[depth], run.ti[depth], run.brk[depth] = 0, 0, 0
+            if budget[0] <= 0 or time.perf_counter() >= deadline:
+                raise _Limit
+    except _Limit:
+        if layers is not None:
+            bottom = np.flatnonzero(run.state[0] == 0)
+            if np.sum(part.s1[bottom] - part.s0[bottom]) == part.nsec:  # disjoint at offset 0: a cover
+                layers.append(bottom)
+        raise
 
 
 def _luby(i: int) -> int:
@@ -1294,45 +1310,99 @@ def strategy(i: int, preorders=PREORDERS) -> str:
     return f"{base}{'' if k < 2 else '@' + str(k // 2)}{'/' + flags if flags else ''}"
 
 
-def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tuple[str, np.ndarray | None, int]:
-    """Two restart schedules sharing the nodes half and half (``LUBY_SHARE``; the next run comes
-    from the one that is behind its share): *Luby* runs, run ``i`` with :func:`strategy`
-    ``(i)`` under a node limit of ``unit x`` Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short
-    tries of varied orders, for the heavy-tailed instances that one lucky order solves at
-    once), and a *round robin* of the plain ``preorders`` under a doubling limit (for the
-    instances that need a long search under one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"). Returns
-    ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)`` (a run searched its whole
-    tree) or ``("unknown", None, nodes)`` at the deadline or after ``max_nodes`` nodes (those
-    the failed-state table does not answer)."""
-    n = part.size.size
-    if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
-        return "infeasible", None, 0
-    unit = max(RESTART_UNIT * n, MIN_RUN)
-    spent = [0, 0]  # nodes of the Luby runs, of the round robin
-    memo: dict = {}  # the pieces' answers, shared by all runs
-    i, k, limit_rr = 0, 0, unit
-    while True:
-        if spent[0] * (1.0 - LUBY_SHARE) <= spent[1] * LUBY_SHARE:
-            which, name, limit = 0, strategy(i, preorders), unit * _luby(i + 1)
-            i += 1
+class _Restarts:
+    """The two restart schedules of :func:`_decide` on one part, resumable one run at a time:
+    *Luby* runs, run ``i`` with :func:`strategy` ``(i)`` under a node limit of ``unit x``
+    Luby's ``1, 1, 2, 1, 1, 2, 4, ...`` (many short tries of varied orders, for the
+    heavy-tailed instances that one lucky order solves at once), and a *round robin* of the
+    plain ``preorders`` under a doubling limit (for the instances that need a long search under
+    one order), keeping stacked twins in order (``/s``, with ``TWINS`` "r"); they share the
+    nodes by ``LUBY_SHARE`` (the next run comes from the one behind its share), one table of
+    failed states and one memo of pieces. ``layers`` (a list, or None): where each run that
+    stops at a limit appends its path's bottom layer (:func:`_solve_part`)."""
+
+    def __init__(self, part: _Part, preorders, layers: list | None = None, tt_size: int = TT_SIZE,
+                 layer: tuple = ()):
+        self.part, self.preorders, self.layers, self.layer = part, preorders, layers, layer
+        self.unit = max(RESTART_UNIT * part.size.size, MIN_RUN)
+        self.spent = [0, 0]  # nodes of the Luby runs, of the round robin
+        self.memo: dict = {"tt": np.zeros((tt_size, 2), dtype=np.uint64)}  # the pieces' answers, the table
+        self.i, self.k, self.limit_rr = 0, 0, self.unit
+
+    @property
+    def nodes(self) -> int:
+        return self.spent[0] + self.spent[1]
+
+    def run(self, deadline: float, max_nodes: int) -> tuple[str, np.ndarray | None]:
+        """The next run, of at most ``max_nodes`` nodes: ``("optimal", offsets)``,
+        ``("infeasible", None)`` (it searched its whole tree) or ``("unknown", None)``."""
+        if self.spent[0] * (1.0 - LUBY_SHARE) <= self.spent[1] * LUBY_SHARE:
+            which, name, limit = 0, strategy(self.i, self.preorders), self.unit * _luby(self.i + 1)
+            self.i += 1
         else:
-            which, name, limit = 1, preorders[k % len(preorders)] + ("/s" if "r" in TWINS else ""), limit_rr
-            k += 1
-            if k % len(preorders) == 0:
-                limit_rr *= 2
-        limit = min(limit, max_nodes - spent[0] - spent[1])
+            which, name, limit = 1, self.preorders[self.k % len(self.preorders)] + ("/s" if "r" in TWINS else ""), \
+                self.limit_rr
+            self.k += 1
+            if self.k % len(self.preorders) == 0:
+                self.limit_rr *= 2
+        limit = min(limit, max_nodes)
         budget = [limit]
         try:
-            local = _solve_part(part, name, None, budget, deadline, memo)
+            local = _solve_part(self.part, name, None, budget, deadline, self.memo, self.layers)
         except _Limit:
-            spent[which] += limit - budget[0]
-            if time.perf_counter() >= deadline or spent[0] + spent[1] >= max_nodes:
-                return "unknown", None, spent[0] + spent[1]
+            self.spent[which] += limit - budget[0]
+            return "unknown", None
+        self.spent[which] += limit - budget[0]
+        return ("infeasible", None) if local is None else ("optimal", local)
+
+
+def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tuple[str, np.ndarray | None, int]:
+    """Restarts (:class:`_Restarts`) until a run packs the part or searches its whole tree.
+    Returns ``("optimal", offsets, nodes)``, ``("infeasible", None, nodes)`` or ``("unknown",
+    None, nodes)`` at the deadline or after ``max_nodes`` nodes (those the failed-state table
+    does not answer).
+
+    *Bottom layers* (when every section is full, ``LAYER_SHARE`` > 0): the rectangles at offset
+    0 then cover every section, one each, and a run spends its whole limit under the one bottom
+    layer its first placements chose, so the restarts try few of them (256/262 of the hard set:
+    six in 24 runs). Every bottom layer a run stops under is kept, and a ``LAYER_SHARE`` of the
+    nodes goes to restarts of the part with that layer held at offset 0 (its rectangles' highest
+    offset 0: a problem of its own, with its own table), the layer with the fewest nodes
+    first; one whose restarts search their whole tree is dropped (no packing has that bottom
+    layer). Only runs on the whole part prove it infeasible."""
+    if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
+        return "infeasible", None, 0
+    layered = LAYER_SHARE > 0 and bool(np.all(part.section_totals() == part.cap))
+    free = _Restarts(part, preorders, [] if layered else None)
+    layers: dict = {}  # bottom layer (sorted rectangles) -> its restarts, None once proven dead
+    spent_layers = 0
+    while True:
+        used = free.nodes + spent_layers
+        if time.perf_counter() >= deadline or used >= max_nodes:
+            return "unknown", None, used
+        live = [r for r in layers.values() if r is not None]
+        if live and spent_layers * (1.0 - LAYER_SHARE) <= free.nodes * LAYER_SHARE:
+            run = min(live, key=lambda r: r.nodes)
+            before = run.nodes
+            status, local = run.run(deadline, max_nodes - used)
+            spent_layers += run.nodes - before
+            if status == "optimal":
+                return "optimal", local, free.nodes + spent_layers
+            if status == "infeasible":
+                layers[run.layer] = None
             continue
-        spent[which] += limit - budget[0]
-        if local is None:
-            return "infeasible", None, spent[0] + spent[1]
-        return "optimal", local, spent[0] + spent[1]
+        status, local = free.run(deadline, max_nodes - used)
+        if status != "unknown":
+            return status, local, free.nodes + spent_layers
+        if layered:
+            for bottom in free.layers:
+                key = tuple(int(b) for b in bottom)
+                if key not in layers:
+                    maxoff = part.maxoff.copy()
+                    maxoff[bottom] = 0
+                    held = _Part.make(np.arange(part.size.size), part.start, part.end, part.size, maxoff, part.cap)
+                    layers[key] = _Restarts(held, preorders, tt_size=LAYER_TT, layer=key)
+            free.layers.clear()
 
 
 def pack(start, end, size, capacity: int, *, max_offset=None, time_limit_s: float = 10.0,
