@@ -14,7 +14,7 @@ first departure, the check of 11:01), ``doubling`` (before the k-th departure ke
 ``every`` (at each departure, the check of 13:37, measured and not kept: a completion per
 departure).
 
-    python baselines/muzero/v1/checked.py rows --set validation --thresholds -1,0,1,2,4,8 --out rows.jsonl
+    python baselines/muzero/v1/checked.py rows --set validation --thresholds=-1,0,1,2,4,8 --out rows.jsonl
     python baselines/muzero/v1/checked.py summary rows.jsonl
 """
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("rows", help="play the policy with a check at every departure")
     r.add_argument("--set", choices=["validation", "table", "test"], required=True)
-    r.add_argument("--thresholds", required=True, help="head thresholds T, comma-separated")
+    r.add_argument("--thresholds", required=True, help="head thresholds T, comma-separated (--thresholds=-1,0,...)")
     r.add_argument("--checkpoint", default="baselines/muzero/v1")
     r.add_argument("--out", required=True)
     s = sub.add_parser("summary", help="wins and geomeans of each check, from rows")

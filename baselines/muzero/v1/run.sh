@@ -62,7 +62,7 @@ if [ "${HEAD:-1}" != 0 ]; then
   $PY baselines/muzero/v1/head.py fit --data "$OUT/head-data" --out "$OUT/head" --checkpoint "$NET"
   # its threshold with the check at doubling departures (RULE.md, amendment of 14:07 UTC): every
   # checked game recorded, the doubling check's validation geomean per T computed from them
-  $PY baselines/muzero/v1/checked.py rows --set validation --thresholds -1,0,1,2,4,8 --checkpoint "$OUT/head" \
+  $PY baselines/muzero/v1/checked.py rows --set validation --thresholds=-1,0,1,2,4,8 --checkpoint "$OUT/head" \
     --out "$EVAL_OUT/checked_validation.jsonl" > /dev/null
   $PY baselines/muzero/v1/checked.py summary "$EVAL_OUT/checked_validation.jsonl" > "$EVAL_OUT/checked_validation_summary.jsonl"
 fi
