@@ -596,6 +596,32 @@ def test_bottom_layers_pack_hard_tuning_instances_and_prove_nothing_wrong():
             assert evaluate(w, got.offsets, scenario.hardware).placed_bytes_fraction == 1.0
 
 
+def test_held_bottom_layers_are_capped(monkeypatch):
+    """At most ``MAX_LAYERS`` bottom layers are held at once (each keeps a table): with runs of
+    a node or a few, many runs stop under a bottom layer, and this run holds more than 2
+    without the cap; capped at 2, it builds no more than 2."""
+    monkeypatch.setattr(P, "RESTART_UNIT", 0)
+    monkeypatch.setattr(P, "MIN_RUN", 1)
+    built = []
+
+    class Counted(P._Restarts):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.layer:
+                built.append(self.layer)
+
+    monkeypatch.setattr(P, "_Restarts", Counted)
+    scenario, _ = planted(262, n_buffers=256)
+    w = scenario.workload
+    cap = int(scenario.hardware.fast_capacity)
+    P.pack(w.start, w.end, w.size, cap, max_nodes=3_000, time_limit_s=60)
+    assert len(built) > 2
+    built.clear()
+    monkeypatch.setattr(P, "MAX_LAYERS", 2)
+    P.pack(w.start, w.end, w.size, cap, max_nodes=3_000, time_limit_s=60)
+    assert 1 <= len(built) <= 2
+
+
 # ------------------------------------------------------------------------------ planted optima
 @pytest.mark.parametrize("seed", range(4))
 def test_planted_instances_are_packed_fully(seed):

@@ -107,7 +107,8 @@ LUBY_SHARE = 0.5  # the Luby runs' share of the decision search's nodes (the rou
 RESTART_UNIT = 2  # restart node limits are multiples of this many nodes per rectangle
 MIN_RUN = 16  # and of at least this many nodes
 LAYER_SHARE = 0.25  # the bottom-layer restarts' share of the nodes (_decide; zero-slack parts only)
-LAYER_TT = 1 << 15  # slots of each bottom layer's failed-state table
+LAYER_TT = 1 << 15  # slots of each bottom layer's failed-state table (512 KiB)
+MAX_LAYERS = 256  # bottom layers held at once per part at most (their tables: 128 MiB)
 TWINS = "r"  # the runs keeping stacked twins in order (/s): Luby's /t (t), its plain ones (p), the round robin (r)
 FIT_SHARE = 0.9  # the agent's share for placing everything when every section holds all its rectangles
 
@@ -1369,7 +1370,8 @@ def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tu
     nodes goes to restarts of the part with that layer held at offset 0 (its rectangles' highest
     offset 0: a problem of its own, with its own table), the layer with the fewest nodes
     first; one whose restarts search their whole tree is dropped (no packing has that bottom
-    layer). Only runs on the whole part prove it infeasible."""
+    layer). At most ``MAX_LAYERS`` are held at once (a layer met beyond them is not). Only
+    runs on the whole part prove it infeasible."""
     if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
         return "infeasible", None, 0
     layered = LAYER_SHARE > 0 and bool(np.all(part.section_totals() == part.cap))
@@ -1397,7 +1399,7 @@ def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tu
         if layered:
             for bottom in free.layers:
                 key = tuple(int(b) for b in bottom)
-                if key not in layers:
+                if key not in layers and sum(r is not None for r in layers.values()) < MAX_LAYERS:
                     maxoff = part.maxoff.copy()
                     maxoff[bottom] = 0
                     held = _Part.make(np.arange(part.size.size), part.start, part.end, part.size, maxoff, part.cap)
