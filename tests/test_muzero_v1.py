@@ -243,6 +243,19 @@ def test_policy_checks_doubling_departures_and_keeps_the_fastest_checked_game():
     assert _time(SCENARIO, sol) == pytest.approx(checked[best], rel=1e-12)
 
 
+def test_policy_out_of_time_finishes_with_xla_msa():
+    # out of time at once: xla-msa's game, no network call
+    sol = play_v1(SCENARIO, V1, _oracle, margin=0.0, deadline=0.0, clock=lambda: 1.0)
+    assert sol.info["budget_exhausted"] and sol.info["decisions"] == 0 and sol.info["checks"] == 0
+    assert _time(SCENARIO, sol) == pytest.approx(_xla_msa_time(SCENARIO), rel=1e-12)
+    # after three decisions (ticks 0-2; tick 3 is past the deadline): their moves, then xla-msa's
+    # completion, never slower than xla-msa (the check)
+    ticks = iter(range(10**6))
+    sol = play_v1(SCENARIO, V1, _oracle, margin=0.0, deadline=3.0, clock=lambda: float(next(ticks)))
+    assert sol.info["budget_exhausted"] and sol.info["decisions"] == 3
+    assert _time(SCENARIO, sol) <= _xla_msa_time(SCENARIO) * (1 + 1e-12)
+
+
 def test_gate_searches_only_where_a_gain_is_predicted():
     def gain_at_first(env, obs, legal, base, calls=[]):   # noqa: B006 - counts calls on purpose
         calls.append(1)

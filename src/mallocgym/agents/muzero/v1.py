@@ -289,7 +289,7 @@ def _policy(scenario: Scenario, env, advantage_fn: AdvantageFn, margin: float, s
         obs, _, done, _, info = env.step(action)
     state = v1.copy_state(env.sim_state) if out_of_time else env.sim_state
     if out_of_time:
-        info = {"time": float(complete_msa(st, state, v1_obs.make_table(st)))}
+        info = {"time": float(complete_msa(st, state, check.table))}
     kept_xla = departures > 0 and check.best_time < info["time"]
     details = {"mode": "policy", "game": "v1", "decisions": decisions, "searched_moves": decisions, "checks": check.count,
                "departures": departures, "kept_xla": bool(kept_xla), "kept_at": kept_at if kept_xla else None}
