@@ -470,32 +470,41 @@ def test_single_runs_decide_like_brute_force_with_slack(seed):
 
 
 # -------------------------------------------------------------------------------- bottom layers
+def swap_sizes(start, end, size, rng, times: int = 1) -> None:
+    """``times`` times, swap the sizes of two rectangles over the same sections with different
+    sizes, where there are such (in place: every section keeps its total; it may no longer fit)."""
+    for _ in range(times):
+        pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
+                 if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
+        if pairs:
+            i, j = pairs[int(rng.integers(len(pairs)))]
+            size[i], size[j] = size[j], size[i]
+
+
 def zero_slack_instance(seed):
-    """A tiny planted instance (every section full), two sizes swapped between rectangles over
-    the same sections where there are such (the sections stay full; it may no longer fit)."""
+    """A tiny planted instance (every section full), two sizes swapped (:func:`swap_sizes`)."""
     rng = np.random.default_rng(seed)
     scenario, _ = planted(seed, n_buffers=int(rng.integers(3, 7)), n_ops=4, capacity=5)
     w, align = scenario.workload, scenario.hardware.alignment
     cap = int(scenario.hardware.fast_capacity) // align
     start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), (w.size // align).astype(np.int64)
-    pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
-             if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
-    if pairs:
-        i, j = pairs[int(rng.integers(len(pairs)))]
-        size[i], size[j] = size[j], size[i]
+    swap_sizes(start, end, size, rng)
     return start, end, size, cap
+
+
+def covers_once(part, chosen) -> bool:
+    """Whether the rectangles ``chosen`` cover each section of ``part`` exactly once."""
+    hits = np.zeros(part.nsec, dtype=np.int64)
+    for b in chosen:
+        hits[part.s0[b]:part.s1[b]] += 1
+    return bool(np.all(hits == 1))
 
 
 def exact_covers(part):
     """Every set of rectangles that covers each section of ``part`` exactly once (brute force)."""
     n = part.size.size
     for k in range(1, n + 1):
-        for chosen in itertools.combinations(range(n), k):
-            hits = np.zeros(part.nsec, dtype=np.int64)
-            for b in chosen:
-                hits[part.s0[b]:part.s1[b]] += 1
-            if np.all(hits == 1):
-                yield chosen
+        yield from (chosen for chosen in itertools.combinations(range(n), k) if covers_once(part, chosen))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -538,12 +547,7 @@ def test_runs_record_their_bottom_layer(seed):
                 P._solve_part(part, name, None, [nodes], float("inf"), {}, layers)
             except P._Limit:
                 pass
-    assert layers
-    for layer in layers:
-        hits = np.zeros(part.nsec, dtype=np.int64)
-        for b in layer:
-            hits[part.s0[b]:part.s1[b]] += 1
-        assert np.all(hits == 1)
+    assert layers and all(covers_once(part, layer) for layer in layers)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -566,12 +570,7 @@ def test_bottom_layer_restarts_decide_like_one_plain_search(seed, monkeypatch):
     w = scenario.workload
     cap = int(scenario.hardware.fast_capacity)
     start, end, size = w.start.astype(np.int64), w.end.astype(np.int64), w.size.astype(np.int64)
-    for _ in range(3):
-        pairs = [(i, j) for i, j in itertools.combinations(range(size.size), 2)
-                 if start[i] == start[j] and end[i] == end[j] and size[i] != size[j]]
-        if pairs:
-            i, j = pairs[int(rng.integers(len(pairs)))]
-            size[i], size[j] = size[j], size[i]
+    swap_sizes(start, end, size, rng, times=3)
     part = P._Part.make(np.arange(size.size), start, end, size, cap - size, cap)
     plain = P._solve_part(part, "TWA", None, [10**9], float("inf"))
     got = P.pack(start, end, size, cap, time_limit_s=20)
