@@ -114,8 +114,8 @@ def test_narrow_index_equals_a_recount_and_its_best_fit_a_scan(seed, n, fraction
 @given(st_.integers(0, 2 ** 32 - 1), st_.sampled_from([300, 600]), st_.floats(0.2, 1.0))
 def test_narrow_index_after_holds_shrink(seed, n, fraction):
     """Holds that shrink (an eviction's hold undone, a chunk cut short; legal play seldom does
-    it): the narrow buckets a chunk is no longer held over whole are rebuilt, and it is listed
-    where its hold now ends."""
+    it): the narrow buckets a chunk is no longer held over whole are marked not kept, and it is
+    listed where its hold now ends."""
     st, state, rng = _narrow_game(n, seed, fraction, 0.5, 2)
     chunks = _chunks(state)
     for _ in range(10):

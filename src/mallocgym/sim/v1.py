@@ -891,6 +891,9 @@ def _union_add(un, base, a, z):
     return True
 
 
+_union_add_here = njit(cache=True, inline="always")(_union_add.py_func)  # the same, written into the caller
+
+
 @njit(cache=True)
 def _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k):
     """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
@@ -1000,7 +1003,9 @@ def _narrow_sync(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid
     ends in one of them (listed there) or is held over one of them whole (in its union): so a
     short window reads most of its live chunks as a few intervals (``mallocgym.sim.msa.
     _fit_narrow``), where a wide bucket lists every chunk live at any of its ops. A whole union
-    that would outgrow ``UNION_CAP`` is marked not kept (-1) for good; past its room for
+    that would outgrow ``UNION_CAP``, or that a chunk's hold cut short leaves (legal play seldom
+    does it), is marked not kept (-1) for good: no call to another kernel here (each would make the
+    arrays' reference counts paid on every entry, see :func:`_sync`); past its room for
     registrations (``NB_ROOM``) the narrow index is given up (``NW`` 0)."""
     nw = un[nb + NW]
     n_narrow = un[nb + NB_COUNT]
@@ -1018,12 +1023,10 @@ def _narrow_sync(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid
     z = a + sizes[ch_buf[c]]
     for k in range(max(first, old + 1), last + 1):
         base = blocks + k * NARROW_STRIDE + 2
-        if un[base] >= 0 and not _union_add(un, base, a, z):
+        if un[base] >= 0 and not _union_add_here(un, base, a, z):
             un[base] = -1
-    for k in range(max(first, last + 1), old + 1):  # a hold cut short: the buckets it left
-        if un[blocks + k * NARROW_STRIDE + 2] >= 0:
-            _narrow_rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, un, sizes, counters[IX_WIDTH],
-                            nw, blocks + k * NARROW_STRIDE + 2, k)
+    for k in range(max(first, last + 1), old + 1):  # a hold cut short (rare): the buckets it left are not kept
+        un[blocks + k * NARROW_STRIDE + 2] = -1
     # the registrations: where c starts, and where its hold ends now
     start = ch_lo[c] // nw
     end = min(held // nw, n_narrow - 1)
@@ -1055,48 +1058,6 @@ def _narrow_link(un, nb, counters, nxt, cid, block, c):
     un[block + 1] += 1
     counters[IX_USED] = n + 1
     un[nb + NB_USED] += 1
-
-
-@njit(cache=True)
-def _narrow_rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, un, sizes, w, nw, base, k):
-    """Narrow bucket ``k``'s whole union (at ``un[base:]``) from its chunks: every chunk MSA holds
-    at its first op is registered in the wide bucket of that op (:func:`_register`)."""
-    t0, t1 = k * nw, k * nw + nw - 1
-    kw = min(t0 // w, head.shape[0] - 1)
-    m = 0
-    j = head[kw]
-    while j >= 0:
-        m += 1
-        j = nxt[j]
-    offs = np.empty(m, np.int64)
-    tops = np.empty(m, np.int64)
-    m = 0
-    j = head[kw]
-    while j >= 0:
-        c = cid[j]
-        if c < 0:
-            c = ~c
-        j = nxt[j]
-        if ch_lo[c] > t0 or _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) < t1:
-            continue
-        offs[m] = ch_off[c]
-        tops[m] = ch_off[c] + sizes[ch_buf[c]]
-        m += 1
-    order = np.argsort(offs[:m])
-    n = 0
-    for i in range(m):
-        a, z = offs[order[i]], tops[order[i]]
-        if n > 0 and a <= un[base + 2 * n]:
-            if z > un[base + 2 * n]:
-                un[base + 2 * n] = z
-            continue
-        if n == UNION_CAP:
-            un[base] = -1
-            return
-        un[base + 1 + 2 * n] = a
-        un[base + 2 + 2 * n] = z
-        n += 1
-    un[base] = n
 
 
 @njit(cache=True, inline="always")
