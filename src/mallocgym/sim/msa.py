@@ -243,10 +243,13 @@ def best_fit(st, state, ids, b, lo, hi):
     A window over three index buckets or more is answered from the middle ones' unions where it
     can be (:func:`_fit_by_unions`)."""
     w = state.counters[v1.IX_WIDTH]
+    off = NO_UNIONS
     if hi // w - max(lo, 0) // w >= 2:
         off = _fit_by_unions(st, state, ids, b, lo, hi)
-        if off != NO_UNIONS:
-            return off
+    elif _narrow_pays(state.ix_meta, state.ix_count, st.seg_use.shape[0], w, lo, hi):
+        off = _fit_narrow(st, state, ids, b, lo, hi)
+    if off != NO_UNIONS:
+        return off
     m = v1.live_chunks(st, state, lo, hi, b, ids, True)
     return _best_fit_among(st, state, ids, m, b, hi)
 
@@ -327,6 +330,118 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     return _or_above(cursor, size, align, capacity, best_off)
 
 
+NARROW_COST = 2  # _narrow_pays: an item of the narrow index (a registration or an interval) against a wide registration
+
+
+@njit(cache=True, inline="always")
+def _narrow_pays(un, count, n_seg, w, lo, hi):
+    """Whether :func:`_fit_narrow` is worth asking over ``[lo, hi]``: a narrow index is kept and its
+    buckets there hold fewer than ``1 / NARROW_COST`` of the registrations of the window's wide
+    buckets (an item met there costs more than a wide registration walked: its liveness is
+    checked in full and it is sorted), counting registrations and whole unions' intervals."""
+    n_wide = count.shape[0]
+    nb = 2 * n_seg + n_wide * v1.UNION_STRIDE
+    nw = un[nb + v1.NW]
+    if nw == 0:
+        return False
+    blocks = nb + v1.NB_HEADER + v1.NB_CHUNK * n_seg
+    items = 0
+    for j in range(max(lo, 0) // nw, min(hi // nw, un[nb + v1.NB_COUNT] - 1) + 1):
+        items += un[blocks + j * v1.NARROW_STRIDE + 1] + un[blocks + j * v1.NARROW_STRIDE + 2]
+    regs = 0
+    for k in range(max(lo, 0) // w, min(hi // w, n_wide - 1) + 1):
+        regs += count[k]
+    return NARROW_COST * items < regs
+
+
+@njit(cache=True)
+def _fit_narrow(st, state, ids, b, lo, hi):
+    """:func:`best_fit` over ``[lo, hi]`` from the narrow index (:func:`mallocgym.sim.v1._narrow_sync`):
+    the chunks live in the window are those registered in the narrow buckets it spans (the ones
+    that start or end there) and live in it, plus those held over one of those buckets whole
+    (their whole unions, a few intervals). Best fit looks only at the union of the occupied
+    offsets, so the answer is :func:`best_fit`'s. ``NO_UNIONS`` where there is no narrow index,
+    a whole union is not kept, or ``b`` has a chunk counted in one. Asked where it pays
+    (:func:`_narrow_pays`): a window a few ops long at 60,000 buffers meets about 45 items there
+    against the ~380 registrations of its wide bucket, so its cost stops growing with the
+    program. A chunk met is read from its words in the narrow index (one place, not six arrays);
+    over one narrow bucket the live ones are sorted and swept together with the bucket's whole
+    union, already in offset order."""
+    # every array is read before the first call (see mallocgym.sim.v1._sync)
+    nxt, cid, un, seg_chunk, ch_lo = state.ix_nxt, state.ix_cid, state.ix_meta, state.seg_chunk, state.ch_lo
+    n_wide = state.ix_head.shape[0]
+    sizes, seg_ptr = st.size, st.seg_ptr
+    capacity = st.iparams[v1.CAPACITY]
+    align = st.iparams[v1.ALIGNMENT]
+    n_seg = st.seg_use.shape[0]
+    nb = 2 * n_seg + n_wide * v1.UNION_STRIDE
+    nw = un[nb + v1.NW]
+    if nw == 0 or capacity > np.int64(3037000498):  # start * top + end < 2**63
+        return NO_UNIONS
+    chunks = nb + v1.NB_HEADER
+    blocks = chunks + v1.NB_CHUNK * n_seg
+    j0 = max(lo, 0) // nw
+    j1 = min(hi // nw, un[nb + v1.NB_COUNT] - 1)
+    n_items = 0
+    for j in range(j0, j1 + 1):
+        n = un[blocks + j * v1.NARROW_STRIDE + 2]
+        if n < 0:
+            return NO_UNIONS
+        n_items += n + un[blocks + j * v1.NARROW_STRIDE + 1]
+    if n_items > ids.shape[0]:
+        return NO_UNIONS
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
+        if c >= 0 and max((ch_lo[c] + nw - 1) // nw, j0) <= min(un[chunks + v1.NB_CHUNK * c + v1.NC_WHOLE], j1):
+            return NO_UNIONS
+    top = capacity + 1  # an interval is start * top + end: sorted by start
+    n = 0
+    for j in range(j0, j1 + 1):
+        r = un[blocks + j * v1.NARROW_STRIDE]
+        while r >= 0:
+            rec = chunks + v1.NB_CHUNK * cid[r]
+            r = nxt[r]
+            span = un[rec + v1.NC_SPAN]
+            if (span >> 32) > hi or (span & 0xFFFFFFFF) < lo or un[rec + v1.NC_BUF] == b:
+                continue
+            iv = un[rec + v1.NC_IV]
+            i = n
+            if j0 == j1:  # insertion sort: a few live ones (over more buckets, one sort at the end)
+                while i > 0 and ids[i - 1] > iv:
+                    ids[i] = ids[i - 1]
+                    i -= 1
+            ids[i] = iv
+            n += 1
+    size = sizes[b]
+    best_gap = -1
+    best_off = -1
+    cursor = 0
+    if j0 == j1:  # the live chunks and the bucket's whole union, each in order: merged as swept
+        base = blocks + j0 * v1.NARROW_STRIDE + 2
+        n_iv = un[base]
+        i, k = 0, 0
+        while i < n or k < n_iv:
+            if k >= n_iv or (i < n and ids[i] // top < un[base + 1 + 2 * k]):
+                a, z = ids[i] // top, ids[i] % top
+                i += 1
+            else:
+                a, z = un[base + 1 + 2 * k], un[base + 2 + 2 * k]
+                k += 1
+            best_gap, best_off = _tighter_gap(cursor, a, size, align, best_gap, best_off)
+            cursor = max(cursor, z)
+        return _or_above(cursor, size, align, capacity, best_off)
+    for j in range(j0, j1 + 1):
+        base = blocks + j * v1.NARROW_STRIDE + 2
+        for i in range(un[base]):
+            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
+            n += 1
+    ids[:n].sort()
+    for i in range(n):
+        best_gap, best_off = _tighter_gap(cursor, ids[i] // top, size, align, best_gap, best_off)
+        cursor = max(cursor, ids[i] % top)
+    return _or_above(cursor, size, align, capacity, best_off)
+
+
 @njit(cache=True, inline="always")
 def _tighter_gap(cursor, ghi, size, align, best_gap, best_off):
     """A best-fit sweep's step: the free gap ``[cursor, ghi)``, if ``size`` fits there (aligned)
@@ -382,6 +497,8 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
     off = NO_UNIONS
     if u // w - max(lo, 0) // w >= 2:
         off = _fit_by_unions(st, state, ids, b, lo, u)
+    elif _narrow_pays(state.ix_meta, state.ix_count, st.seg_use.shape[0], w, lo, u):
+        off = _fit_narrow(st, state, ids, b, lo, u)
     if off == NO_UNIONS:
         m = v1.live_chunks(st, state, lo, u, b, ids, True)
         off = _best_fit_among(st, state, ids, m, b, u)

@@ -127,7 +127,16 @@ State1 = namedtuple("State1", [
                      #   (-1: more than UNION_CAP, not kept), then each one's first and one-past-last
                      #   offset, in offset order, touching ones merged. Kept after each decision
                      #   (_sync_unions), a function of the chunks: a long window's middle buckets
-                     #   are read as a few intervals (mallocgym.sim.msa._fit_by_unions)
+                     #   are read as a few intervals (mallocgym.sim.msa._fit_by_unions); then, from
+                     #   NB = 2S + B * (1 + 2 * UNION_CAP), the narrow index (see _narrow_sync): [NB] its
+                     #   bucket width (0: none, or no longer kept), [NB + 1] its buckets B', [NB + 2] its
+                     #   registrations made, [NB + 3] their room; from NB + 5 + NB_CHUNK * c, chunk c's:
+                     #   the narrow bucket it was last registered in as its hold's end (-1: none yet), the
+                     #   last narrow bucket whose whole union counts it, first op << 32 | MSA's last op,
+                     #   offset * (capacity + 1) + end, buffer (a walk reads them together); from NB + 5
+                     #   + NB_CHUNK * S + k * NARROW_STRIDE, narrow bucket k's first registration (-1 none),
+                     #   its registrations, and its whole union (as above) of the chunks MSA holds at every
+                     #   op of the bucket
     "ix_count",      # int32[B] registrations in each bucket
     "image",         # float64[A, B] fast-memory occupancy over (address, time) bins, kept up to date as
                      #   chunks change (A = B = 0: not kept); see _paint_image
@@ -157,6 +166,12 @@ RANK_TAIL_MIN, RANK_TAIL_SHIFT = 256, 5  # ... merging ``active`` first once mor
 INDEX_DENSITY = 16  # the chunk index's bucket width keeps registrations near this many per buffer and segment
 UNION_CAP = 24  # occupied offset intervals kept per index bucket (more: the bucket's union is not kept)
 UNION_STRIDE = 1 + 2 * UNION_CAP  # a bucket's words of its union in ``ix_meta``
+NARROW_STARTS = 32  # the narrow buckets' width: about this many segments' uses per narrow bucket
+NARROW_MIN = 4  # ... kept where a wide bucket spans at least this many narrow ones (large programs)
+NARROW_STRIDE = 2 + UNION_STRIDE  # a narrow bucket's words in ``ix_meta``: head, count, whole union
+NW, NB_COUNT, NB_USED, NB_ROOM, NB_HEADER = range(5)  # the narrow index's header words in ``ix_meta``
+# a chunk's words in the narrow index (NB_CHUNK of them, together: one or two cache lines a chunk met)
+NC_REG, NC_WHOLE, NC_SPAN, NC_IV, NC_BUF, NB_CHUNK = range(6)
 TIME, COPY_BYTES, STALL = 0, 1, 2
 SLOW_BW, FAST_BW, OVERHEAD, TIME_ALL_SLOW, MIN_RATIO, PREF_RATIO, MAX_RATIO = 0, 1, 2, 3, 4, 5, 6
 CAPACITY, ALIGNMENT, N_STARTS, N_CAND = 0, 1, 2, 3
@@ -386,12 +401,37 @@ def _new_index(st: Static1, width: int) -> dict:
     segments + 2 * buffers`` registrations are ever made (``R`` below has room for more)."""
     n, n_seg, n_ops = st.size.shape[0], st.seg_use.shape[0], st.compute_time.shape[0]
     cap = 2 * (_index_span(st) // width) + 2 * n_seg + 4 * n + 64
+    narrow = _narrow_width(st, width)
+    header = np.zeros(NB_HEADER, np.int64)
+    if narrow == 0:
+        narrow_part = header
+    else:
+        n_narrow = n_ops // narrow + 2
+        room = 4 * n_seg + 64  # a chunk is registered where it starts and where its hold ends (_narrow_sync)
+        header[NW], header[NB_COUNT], header[NB_ROOM] = narrow, n_narrow, room
+        blocks = np.zeros((n_narrow, NARROW_STRIDE), np.int64)
+        blocks[:, 0] = -1
+        chunks = np.zeros((n_seg, NB_CHUNK), np.int64)
+        chunks[:, NC_REG] = -1
+        chunks[:, NC_WHOLE] = -2
+        narrow_part = np.concatenate([header, chunks.ravel(), blocks.ravel()])
+        cap += room
     return dict(ix_head=np.full(n_ops // width + 2, -1, np.int32), ix_tail=np.full(n_ops // width + 2, -1, np.int32),
                 ix_nxt=np.zeros(cap, np.int32),
                 ix_cid=np.zeros(cap, np.int32),
                 ix_meta=np.concatenate([np.full(2 * n_seg, -1, np.int64),
-                                        np.zeros((n_ops // width + 2) * UNION_STRIDE, np.int64)]),
+                                        np.zeros((n_ops // width + 2) * UNION_STRIDE, np.int64), narrow_part]),
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
+
+
+def _narrow_width(st: Static1, width: int) -> int:
+    """Ops per narrow index bucket: about ``NARROW_STARTS`` segments' uses each (17 ops at 10,004
+    and 59,998 buffers); 0 (none) where a wide bucket spans fewer than ``NARROW_MIN`` of them
+    (1,002 buffers: 6 ops a wide bucket; 10,004: 57, where keeping the narrow index cost the plan
+    more than its short windows gained; 59,998: 339)."""
+    n_ops, n_seg = st.compute_time.shape[0], st.seg_use.shape[0]
+    narrow = max(1, -(-n_ops * NARROW_STARTS // max(n_seg, 1)))
+    return narrow if NARROW_MIN * narrow <= width else 0
 
 
 def copy_state(state: State1) -> State1:
@@ -851,6 +891,9 @@ def _union_add(un, base, a, z):
     return True
 
 
+_union_add_here = njit(cache=True, inline="always")(_union_add.py_func)  # the same, written into the caller
+
+
 @njit(cache=True)
 def _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k):
     """Bucket ``k``'s union from its chunks: those registered in it that MSA holds at one of its
@@ -897,6 +940,10 @@ def _sync_unions(st, state, b):
     _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
           state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
           st.seg_use.shape[0], state.counters[IX_WIDTH], b)
+    if state.ix_meta[2 * st.seg_use.shape[0] + state.ix_head.shape[0] * UNION_STRIDE + NW] > 0:
+        _sync_narrow(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk,
+                     state.ev_done, state.ix_head, state.ix_nxt, state.ix_cid, state.ix_meta, st.size, st.seg_ptr,
+                     st.seg_use.shape[0], state.counters, st.iparams[CAPACITY] + 1, b)
 
 
 @njit(cache=True)
@@ -925,6 +972,95 @@ def _sync(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt,
                          w, k)
         for k in range(new_k + 1, old_k + 1):
             _rebuild(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, count, un, sizes, n_seg, w, k)
+
+
+@njit(cache=True)
+def _sync_narrow(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, un, sizes, seg_ptr,
+                 n_seg, counters, top, b):
+    """Bring the narrow index up to date with ``b``'s chunks (as :func:`_sync`, where there is one:
+    a kernel of its own, so that :func:`_sync` pays no more reference counts without it)."""
+    nb = 2 * n_seg + head.shape[0] * UNION_STRIDE  # the narrow index's header in ``un``
+    prev = -1
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
+        if c < 0 or c == prev:
+            continue
+        prev = c
+        if un[nb + NW] > 0:
+            _narrow_sync(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, un, sizes, n_seg, counters,
+                         nb, top, c, _held(ch_hi[c], ev_chunk[b], ev_done[b], c, True))
+
+
+@njit(cache=True, inline="always")
+def _narrow_sync(ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, head, nxt, cid, un, sizes, n_seg, counters, nb,
+                 top, c, held):
+    """Bring the narrow index up to date with chunk ``c``, held by MSA through op ``held``. A
+    narrow bucket (``un[nb + NW]`` ops, a few segments' uses, so a handful of chunks start or end
+    in it at any program size) lists the chunks that start in it and those whose hold ends in it
+    (registered there when the hold's end moves into it; an old registration stays, and queries
+    check the chunk itself), and keeps the whole union: the offsets of the chunks MSA holds at
+    every one of its ops. A chunk live at an op of narrow buckets ``j0..j1`` either starts or
+    ends in one of them (listed there) or is held over one of them whole (in its union): so a
+    short window reads most of its live chunks as a few intervals (``mallocgym.sim.msa.
+    _fit_narrow``), where a wide bucket lists every chunk live at any of its ops. A whole union
+    that would outgrow ``UNION_CAP``, or that a chunk's hold cut short leaves (legal play seldom
+    does it), is marked not kept (-1) for good: no call to another kernel here (each would make the
+    arrays' reference counts paid on every entry, see :func:`_sync`); past its room for
+    registrations (``NB_ROOM``) the narrow index is given up (``NW`` 0)."""
+    nw = un[nb + NW]
+    n_narrow = un[nb + NB_COUNT]
+    blocks = nb + NB_HEADER + NB_CHUNK * n_seg
+    rec = nb + NB_HEADER + NB_CHUNK * c  # c's words
+    span = (ch_lo[c] << 32) | held
+    if un[rec + NC_REG] >= 0 and un[rec + NC_SPAN] == span:
+        return  # (most of b's chunks: a decision changes one or two)
+    un[rec + NC_SPAN] = span
+    un[rec + NC_IV] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+    un[rec + NC_BUF] = ch_buf[c]
+    # the whole union: the narrow buckets [first, last] that c covers at every op
+    first = (ch_lo[c] + nw - 1) // nw
+    last = min((held + 1) // nw - 1, n_narrow - 1)
+    old = un[rec + NC_WHOLE]
+    un[rec + NC_WHOLE] = last
+    a = ch_off[c]
+    z = a + sizes[ch_buf[c]]
+    for k in range(max(first, old + 1), last + 1):
+        base = blocks + k * NARROW_STRIDE + 2
+        if un[base] >= 0 and not _union_add_here(un, base, a, z):
+            un[base] = -1
+    for k in range(max(first, last + 1), old + 1):  # a hold cut short (rare): the buckets it left are not kept
+        un[blocks + k * NARROW_STRIDE + 2] = -1
+    # the registrations: where c starts, and where its hold ends now
+    start = ch_lo[c] // nw
+    end = min(held // nw, n_narrow - 1)
+    reg = un[rec + NC_REG]
+    if reg == end:
+        return
+    if reg < 0:
+        _narrow_link(un, nb, counters, nxt, cid, blocks + start * NARROW_STRIDE, c)
+    if end != start:
+        _narrow_link(un, nb, counters, nxt, cid, blocks + end * NARROW_STRIDE, c)
+    un[rec + NC_REG] = end
+
+
+@njit(cache=True, inline="always")
+def _narrow_link(un, nb, counters, nxt, cid, block, c):
+    """Register chunk ``c`` in the narrow bucket at ``un[block:]`` (at its head), in the index's
+    pool of registrations; past the narrow index's room, give it up."""
+    if un[nb + NW] == 0:
+        return
+    if un[nb + NB_USED] >= un[nb + NB_ROOM]:
+        un[nb + NW] = 0
+        return
+    n = counters[IX_USED]
+    if n >= cid.shape[0]:
+        raise ValueError("MallocGame-v1: the chunk index is full (a bug: its bound was exceeded)")
+    cid[n] = c
+    nxt[n] = un[block]
+    un[block] = n
+    un[block + 1] += 1
+    counters[IX_USED] = n + 1
+    un[nb + NB_USED] += 1
 
 
 @njit(cache=True, inline="always")
@@ -1572,3 +1708,7 @@ def apply_rules(st, state, s, kind, off, pstart):
     _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
           state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
           st.seg_use.shape[0], state.counters[IX_WIDTH], b)
+    if state.ix_meta[2 * st.seg_use.shape[0] + state.ix_head.shape[0] * UNION_STRIDE + NW] > 0:
+        _sync_narrow(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk,
+                     state.ev_done, state.ix_head, state.ix_nxt, state.ix_cid, state.ix_meta, st.size, st.seg_ptr,
+                     st.seg_use.shape[0], state.counters, st.iparams[CAPACITY] + 1, b)
