@@ -18,7 +18,7 @@ from mallocgym.heuristics.v1 import new_game
 from mallocgym.sim import msa, v1
 from mallocgym.speed import program_with_buffers
 
-from test_v1_unions import _best_fit_scan, _chunks, _held, _merged
+from test_v1_unions import _chunks, _fits_agree_with_a_scan, _held, _merged
 
 _SC = {n: program_with_buffers(n, fraction=f) for n, f in ((300, 0.125), (600, 0.3))}
 
@@ -94,19 +94,8 @@ def test_narrow_index_equals_a_recount_and_its_best_fit_a_scan(seed, n, fraction
     st, state, rng = _narrow_game(n, seed, fraction, msa_share, starts)
     _check_narrow(st, state)
     nb, _, _ = _layout(st, state)
-    n_ops, nw = st.compute_time.shape[0], int(state.ix_meta[nb + v1.NW])
-    answered = 0
-    ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
-    for _ in range(40):
-        b = int(rng.integers(0, st.size.shape[0]))
-        lo = int(rng.integers(-1, n_ops))
-        hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, 4 * nw)))
-        want = _best_fit_scan(st, state, b, lo, hi)
-        got = msa._fit_narrow(st, state, ids, b, lo, hi)
-        if got != msa.NO_UNIONS:
-            answered += 1
-            assert got == want, (b, lo, hi)
-        assert msa.best_fit(st, state, ids, b, lo, hi) == want, (b, lo, hi)
+    nw = int(state.ix_meta[nb + v1.NW])
+    answered = _fits_agree_with_a_scan(st, state, rng, msa._fit_narrow, 4 * nw, 40)
     assert answered > 0 or state.counters[v1.N_CHUNKS] == 0
 
 

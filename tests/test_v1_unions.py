@@ -82,6 +82,26 @@ def _best_fit_scan(st, state, b, lo, hi) -> int:
     return best_off
 
 
+def _fits_agree_with_a_scan(st, state, rng, fit, span: int, rounds: int) -> int:
+    """Ask ``fit`` (a kernel that may answer ``NO_UNIONS``) and :func:`msa.best_fit` for ``rounds``
+    random buffers and windows of at most ``span`` ops: each answer must be the scan's. Returns how
+    many ``fit`` answered."""
+    n_ops = st.compute_time.shape[0]
+    answered = 0
+    ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
+    for _ in range(rounds):
+        b = int(rng.integers(0, st.size.shape[0]))
+        lo = int(rng.integers(-1, n_ops))
+        hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, span)))
+        want = _best_fit_scan(st, state, b, lo, hi)
+        got = fit(st, state, ids, b, lo, hi)
+        if got != msa.NO_UNIONS:
+            answered += 1
+            assert got == want, (b, lo, hi)
+        assert msa.best_fit(st, state, ids, b, lo, hi) == want, (b, lo, hi)
+    return answered
+
+
 def _random_game(n, seed, fraction, msa_share):
     rng = np.random.default_rng(seed)
     st, state, table, _ = new_game(_SC[n])
@@ -102,18 +122,7 @@ def test_unions_equal_a_recount_and_their_best_fit_a_scan(seed, n, fraction, msa
     st, state, rng = _random_game(n, seed, fraction, msa_share)
     assert _unions_kept(st, state) == _unions_recounted(st, state)
     n_ops, w = st.compute_time.shape[0], int(state.counters[v1.IX_WIDTH])
-    answered = 0
-    ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
-    for _ in range(30):
-        b = int(rng.integers(0, st.size.shape[0]))
-        lo = int(rng.integers(-1, n_ops))
-        hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(0, 6 * w)))
-        want = _best_fit_scan(st, state, b, lo, hi)
-        got = msa._fit_by_unions(st, state, ids, b, lo, hi)
-        if got != msa.NO_UNIONS:
-            answered += 1
-            assert got == want, (b, lo, hi)
-        assert msa.best_fit(st, state, ids, b, lo, hi) == want, (b, lo, hi)
+    answered = _fits_agree_with_a_scan(st, state, rng, msa._fit_by_unions, 6 * w, 30)
     assert answered > 0 or state.counters[v1.N_CHUNKS] == 0 or n_ops < 3 * w
 
 
