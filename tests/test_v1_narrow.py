@@ -13,28 +13,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st_
 
-from mallocgym.features.v1 import advance_forced, play
 from mallocgym.heuristics.v1 import new_game
 from mallocgym.sim import msa, v1
-from mallocgym.speed import program_with_buffers
 
-from test_v1_unions import _chunks, _fits_agree_with_a_scan, _held, _merged
-
-_SC = {n: program_with_buffers(n, fraction=f) for n, f in ((300, 0.125), (600, 0.3))}
+from test_v1_unions import _SC, _chunks, _fits_agree_with_a_scan, _held, _merged, _random_game, _shrink_holds
 
 
 def _narrow_game(n, seed, fraction, msa_share, starts):
+    """:func:`test_v1_unions._random_game` with a narrow index of ``starts`` segments' uses a
+    bucket (its width is set when the game's state is made)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(v1, "NARROW_STARTS", starts)
         m.setattr(v1, "NARROW_MIN", 1)
-        st, state, table, _ = new_game(_SC[n])
-    rng = np.random.default_rng(seed)
-    s = advance_forced(st, state, table)
-    while s >= 0 and state.counters[v1.POS] < fraction * st.seg_use.shape[0]:
-        legal = np.flatnonzero(table.kind >= 0)
-        a = int(table.msa_action[0]) if rng.random() < msa_share else int(rng.choice(legal))
-        s = play(st, state, table, s, table.kind[a], table.off[a], table.pstart[a])
-    return st, state, rng
+        return _random_game(n, seed, fraction, msa_share)
 
 
 def _layout(st, state):
@@ -106,18 +97,7 @@ def test_narrow_index_after_holds_shrink(seed, n, fraction):
     it): the narrow buckets a chunk is no longer held over whole are marked not kept, and it is
     listed where its hold now ends."""
     st, state, rng = _narrow_game(n, seed, fraction, 0.5, 2)
-    chunks = _chunks(state)
-    for _ in range(10):
-        if not chunks:
-            break
-        c = chunks[int(rng.integers(0, len(chunks)))]
-        b = int(state.ch_buf[c])
-        if state.ev_chunk[b] == c and rng.random() < 0.5:
-            v1._unhold_eviction(st, state, b)
-        else:
-            v1._set_hi(st, state, c, int(rng.integers(int(state.ch_lo[c]), int(state.ch_hi[c]) + 1)))
-        v1._sync_unions(st, state, b)
-        _check_narrow(st, state)
+    _shrink_holds(st, state, rng, lambda: _check_narrow(st, state))
 
 
 def test_no_narrow_index_where_it_does_not_pay():

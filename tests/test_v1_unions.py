@@ -132,6 +132,16 @@ def test_unions_after_holds_shrink(seed, n, fraction):
     """Holds that shrink (an eviction's hold undone, a chunk cut short; legal play seldom does
     it): the buckets a chunk left are rebuilt, and still equal a recount."""
     st, state, rng = _random_game(n, seed, fraction, 0.5)
+
+    def check():
+        assert _unions_kept(st, state) == _unions_recounted(st, state)
+
+    _shrink_holds(st, state, rng, check)
+
+
+def _shrink_holds(st, state, rng, check) -> None:
+    """Ten holds cut short at random (an eviction's hold undone, or a chunk's end moved earlier),
+    each followed by the index's upkeep and ``check()``."""
     chunks = _chunks(state)
     for _ in range(10):
         if not chunks:
@@ -143,7 +153,7 @@ def test_unions_after_holds_shrink(seed, n, fraction):
         else:
             v1._set_hi(st, state, c, int(rng.integers(int(state.ch_lo[c]), int(state.ch_hi[c]) + 1)))
         v1._sync_unions(st, state, b)
-        assert _unions_kept(st, state) == _unions_recounted(st, state)
+        check()
 
 
 def test_a_union_outgrowing_its_room_is_not_kept_and_comes_back():

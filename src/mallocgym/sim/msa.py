@@ -314,13 +314,25 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
         ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
         n += 1
     for k in range(k0 + 1, k1):
-        base = 2 * n_seg + k * v1.UNION_STRIDE
-        for i in range(un[base]):
-            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
-            n += 1
+        n = _union_into(un, 2 * n_seg + k * v1.UNION_STRIDE, ids, n, top)
+    return _fit_sorted(ids, n, top, sizes[b], st.iparams[v1.ALIGNMENT], capacity)
+
+
+@njit(cache=True, inline="always")
+def _union_into(un, base, ids, n, top):
+    """Append the union kept at ``un[base:]`` (its count, then each interval's first and
+    one-past-last offset) to ``ids[n:]`` as ``start * top + end``; the new count."""
+    for i in range(un[base]):
+        ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _fit_sorted(ids, n, top, size, align, capacity):
+    """Best fit among the occupied intervals ``ids[:n]`` (``start * top + end``, any order; sorted
+    here): the sweep of :func:`_fit_by_unions` and :func:`_fit_narrow`."""
     ids[:n].sort()
-    size = sizes[b]
-    align = st.iparams[v1.ALIGNMENT]
     best_gap = -1
     best_off = -1
     cursor = 0
@@ -413,10 +425,10 @@ def _fit_narrow(st, state, ids, b, lo, hi):
             ids[i] = iv
             n += 1
     size = sizes[b]
-    best_gap = -1
-    best_off = -1
-    cursor = 0
     if j0 == j1:  # the live chunks and the bucket's whole union, each in order: merged as swept
+        best_gap = -1
+        best_off = -1
+        cursor = 0
         base = blocks + j0 * v1.NARROW_STRIDE + 2
         n_iv = un[base]
         i, k = 0, 0
@@ -431,15 +443,8 @@ def _fit_narrow(st, state, ids, b, lo, hi):
             cursor = max(cursor, z)
         return _or_above(cursor, size, align, capacity, best_off)
     for j in range(j0, j1 + 1):
-        base = blocks + j * v1.NARROW_STRIDE + 2
-        for i in range(un[base]):
-            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
-            n += 1
-    ids[:n].sort()
-    for i in range(n):
-        best_gap, best_off = _tighter_gap(cursor, ids[i] // top, size, align, best_gap, best_off)
-        cursor = max(cursor, ids[i] % top)
-    return _or_above(cursor, size, align, capacity, best_off)
+        n = _union_into(un, blocks + j * v1.NARROW_STRIDE + 2, ids, n, top)
+    return _fit_sorted(ids, n, top, size, align, capacity)
 
 
 @njit(cache=True, inline="always")
