@@ -30,7 +30,7 @@ def _narrow_game(n, seed, fraction, msa_share, starts):
 
 def _layout(st, state):
     n_seg = st.seg_use.shape[0]
-    nb = 2 * n_seg + state.ix_head.shape[0] * v1.UNION_STRIDE
+    nb = v1.narrow_at(n_seg, state.ix_head.shape[0])
     chunks = nb + v1.NB_HEADER
     return nb, chunks, chunks + v1.NB_CHUNK * n_seg
 

@@ -352,7 +352,7 @@ def _narrow_pays(un, count, n_seg, w, lo, hi):
     buckets (an item met there costs more than a wide registration walked: its liveness is
     checked in full and it is sorted), counting registrations and whole unions' intervals."""
     n_wide = count.shape[0]
-    nb = 2 * n_seg + n_wide * v1.UNION_STRIDE
+    nb = v1.narrow_at(n_seg, n_wide)
     nw = un[nb + v1.NW]
     if nw == 0:
         return False
@@ -386,7 +386,7 @@ def _fit_narrow(st, state, ids, b, lo, hi):
     capacity = st.iparams[v1.CAPACITY]
     align = st.iparams[v1.ALIGNMENT]
     n_seg = st.seg_use.shape[0]
-    nb = 2 * n_seg + n_wide * v1.UNION_STRIDE
+    nb = v1.narrow_at(n_seg, n_wide)
     nw = un[nb + v1.NW]
     if nw == 0 or capacity > np.int64(3037000498):  # start * top + end < 2**63
         return NO_UNIONS

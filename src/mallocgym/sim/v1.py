@@ -424,6 +424,13 @@ def _new_index(st: Static1, width: int) -> dict:
                 ix_count=np.zeros(n_ops // width + 2, np.int32))
 
 
+@njit(cache=True, inline="always")
+def narrow_at(n_seg, n_wide):
+    """Where the narrow index's header starts in ``ix_meta`` (``NB`` in ``State1``'s comment), for
+    ``n_seg`` segments and ``n_wide`` wide buckets."""
+    return 2 * n_seg + n_wide * UNION_STRIDE
+
+
 def _narrow_width(st: Static1, width: int) -> int:
     """Ops per narrow index bucket: about ``NARROW_STARTS`` segments' uses each (17 ops at 10,004
     and 59,998 buffers); 0 (none) where a wide bucket spans fewer than ``NARROW_MIN`` of them
@@ -940,7 +947,7 @@ def _sync_unions(st, state, b):
     _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
           state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
           st.seg_use.shape[0], state.counters[IX_WIDTH], b)
-    if state.ix_meta[2 * st.seg_use.shape[0] + state.ix_head.shape[0] * UNION_STRIDE + NW] > 0:
+    if state.ix_meta[narrow_at(st.seg_use.shape[0], state.ix_head.shape[0]) + NW] > 0:
         _sync_narrow(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk,
                      state.ev_done, state.ix_head, state.ix_nxt, state.ix_cid, state.ix_meta, st.size, st.seg_ptr,
                      st.seg_use.shape[0], state.counters, st.iparams[CAPACITY] + 1, b)
@@ -979,7 +986,7 @@ def _sync_narrow(seg_chunk, ch_buf, ch_lo, ch_hi, ch_off, ev_chunk, ev_done, hea
                  n_seg, counters, top, b):
     """Bring the narrow index up to date with ``b``'s chunks (as :func:`_sync`, where there is one:
     a kernel of its own, so that :func:`_sync` pays no more reference counts without it)."""
-    nb = 2 * n_seg + head.shape[0] * UNION_STRIDE  # the narrow index's header in ``un``
+    nb = narrow_at(n_seg, head.shape[0])  # the narrow index's header in ``un``
     prev = -1
     for j in range(seg_ptr[b], seg_ptr[b + 1]):
         c = seg_chunk[j]
@@ -1708,7 +1715,7 @@ def apply_rules(st, state, s, kind, off, pstart):
     _sync(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk, state.ev_done,
           state.ix_head, state.ix_nxt, state.ix_cid, state.ix_count, state.ix_meta, st.size, st.seg_ptr,
           st.seg_use.shape[0], state.counters[IX_WIDTH], b)
-    if state.ix_meta[2 * st.seg_use.shape[0] + state.ix_head.shape[0] * UNION_STRIDE + NW] > 0:
+    if state.ix_meta[narrow_at(st.seg_use.shape[0], state.ix_head.shape[0]) + NW] > 0:
         _sync_narrow(state.seg_chunk, state.ch_buf, state.ch_lo, state.ch_hi, state.ch_off, state.ev_chunk,
                      state.ev_done, state.ix_head, state.ix_nxt, state.ix_cid, state.ix_meta, st.size, st.seg_ptr,
                      st.seg_use.shape[0], state.counters, st.iparams[CAPACITY] + 1, b)
