@@ -1372,9 +1372,10 @@ def _decide(part: _Part, deadline: float, preorders, max_nodes: int = BIG) -> tu
     first; one whose restarts search their whole tree is dropped (no packing has that bottom
     layer). At most ``MAX_LAYERS`` are held at once (a layer met beyond them is not). Only
     runs on the whole part prove it infeasible."""
-    if np.any(part.maxoff < 0) or np.any(part.section_totals() > part.cap):
+    totals = part.section_totals()
+    if np.any(part.maxoff < 0) or np.any(totals > part.cap):
         return "infeasible", None, 0
-    layered = LAYER_SHARE > 0 and bool(np.all(part.section_totals() == part.cap))
+    layered = LAYER_SHARE > 0 and bool(np.all(totals == part.cap))
     free = _Restarts(part, preorders, [] if layered else None)
     layers: dict = {}  # bottom layer (sorted rectangles) -> its restarts, None once proven dead
     spent_layers = 0
