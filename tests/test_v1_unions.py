@@ -170,3 +170,67 @@ def test_a_union_outgrowing_its_room_is_not_kept_and_comes_back():
     assert [tuple(un[2:8])] == [(0, 25, 30, 35, 40, 45)]
     assert v1._union_add(un, 1, 26, 28)  # inside a gap: a new interval, the rest shifted
     assert list(un[2:10]) == [0, 25, 26, 28, 30, 35, 40, 45]
+
+
+def _candidates_scan(st, state, b, lo, hi, k) -> list[int]:
+    """The reference candidates over ``[lo, hi]``: from each free gap of the union of every other
+    buffer's chunk live there in the rules' view (``ch_hi``, not MSA's hold), its lowest aligned
+    offset and, if different, its highest; by gap length, then offset; the first ``k``."""
+    occupied = _merged((int(state.ch_off[c]), int(state.ch_off[c] + st.size[state.ch_buf[c]]))
+                       for c in _chunks(state)
+                       if state.ch_buf[c] != b and state.ch_lo[c] <= hi and state.ch_hi[c] >= lo)
+    size, align, capacity = int(st.size[b]), int(st.iparams[v1.ALIGNMENT]), int(st.iparams[v1.CAPACITY])
+    found, cursor = [], 0
+    for a, z in occupied + [(capacity, capacity)]:
+        if a > cursor:
+            low = -(-cursor // align) * align
+            if low + size <= a:
+                found.append((a - cursor, low))
+                high = (a - size) // align * align
+                if high != low:
+                    found.append((a - cursor, high))
+        cursor = max(cursor, z)
+    return [off for _, off in sorted(found)[:k]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st_.integers(0, 2 ** 32 - 1), st_.sampled_from([300, 600]), st_.floats(0.05, 1.0), st_.floats(0.0, 1.0))
+def test_window_candidates_from_the_unions_equal_a_scan(seed, n, fraction, msa_share):
+    """The legal moves' candidate offsets over a window read from the buckets' unions (kept with
+    MSA's hold, ``v1._candidates_by_unions``) are those of a scan of every chunk in the rules'
+    view, and so are ``window_candidates``' (the walk of the index they replace) and every option
+    ``segment_options`` lists at the game's current position: windows of random buffers."""
+    st, state, rng = _random_game(n, seed, fraction, msa_share)
+    n_ops, w = st.compute_time.shape[0], int(state.counters[v1.IX_WIDTH])
+    k = int(st.iparams[v1.N_CAND])
+    ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
+    out = np.empty(k, np.int64)
+    answered = 0
+    for _ in range(30):
+        b = int(rng.integers(0, st.size.shape[0]))
+        if st.size[b] > st.iparams[v1.CAPACITY]:
+            continue
+        lo = int(rng.integers(0, n_ops))
+        hi = min(n_ops - 1, lo + int(rng.integers(0, 6 * w)))
+        want = _candidates_scan(st, state, b, lo, hi, k)
+        got = v1._candidates_by_unions(st, state, b, lo, hi, k, ids, out)
+        if got != v1.NO_FIT:
+            answered += 1
+            assert out[:got].tolist() == want, (b, lo, hi)
+        got = v1.window_candidates(st, state, b, lo, hi, k, ids, out)
+        assert out[:got].tolist() == want, (b, lo, hi)
+    assert answered > 0 or state.counters[v1.N_CHUNKS] == 0 or n_ops < 3 * w
+    pos = int(state.counters[v1.POS])
+    if pos < st.seg_use.shape[0]:  # the current position's options, each window against the scan
+        s = int(st.order[pos])
+        b, u = int(st.seg_buf[s]), int(st.seg_use[s])
+        j_max = int(st.iparams[v1.N_STARTS])
+        fast_off, starts = np.empty(k, np.int64), np.empty(j_max, np.int64)
+        pf_count, pf_off = np.zeros(j_max, np.int64), np.empty((j_max, k), np.int64)
+        n_fast, n_starts = v1.segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, -1,
+                                              v1.NO_START, -1)
+        if s == st.seg_ptr[b] and st.def_op[b] >= 0 and st.size[b] <= st.iparams[v1.CAPACITY]:
+            assert fast_off[:n_fast].tolist() == _candidates_scan(st, state, b, int(st.def_op[b]), u, k)
+        for j in range(n_starts):
+            want = _candidates_scan(st, state, b, int(starts[j]) + 1, u, k)
+            assert pf_off[j, :pf_count[j]].tolist() == want, j

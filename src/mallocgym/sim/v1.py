@@ -1295,6 +1295,100 @@ def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
     return n
 
 
+NO_FIT = -1  # _candidates_by_unions: the window is not answered from the buckets' unions
+
+
+@njit(cache=True)
+def _candidates_by_unions(st, state, b, lo, hi, k, ids, cand_off):
+    """:func:`window_candidates` over ``[lo, hi]`` from the index buckets' unions of occupied
+    offsets (kept with MSA's hold, :func:`_sync_unions`), as ``mallocgym.sim.msa._fit_by_unions``
+    answers a best fit: the candidates are a function of the free gaps alone, so of the union of
+    the chunks live in the window, which is the unions of the buckets it spans whole plus the
+    chunks of its first bucket that end there and of its last that start there (walked). A chunk
+    MSA holds at an op ``t`` of a middle bucket is live (in the rules' view, one op shorter for an
+    evicted chunk) at ``t`` or ``t - 1``, both inside the window; so the middle unions hold
+    exactly the live chunks there. ``NO_FIT`` where the window spans fewer than three buckets, a
+    middle bucket's union is not kept, or ``b`` has a chunk counted in one. A prefetch window is
+    long (back to the picker's earliest start): on a 60,000-buffer program the walk of every chunk
+    live in it met about 1,100 of them, and grew with the program."""
+    # every array is read before the first call (see _sync)
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, ch_off, count, un = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, state.ix_count, state.ix_meta
+    seg_chunk, sizes, seg_ptr = state.seg_chunk, st.size, st.seg_ptr
+    w = state.counters[IX_WIDTH]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, head.shape[0] - 1)
+    if k1 - k0 < 2:
+        return NO_FIT
+    n_seg = st.seg_use.shape[0]
+    n_iv = count[k0] + count[k1]
+    for kk in range(k0 + 1, k1):
+        n = un[2 * n_seg + kk * UNION_STRIDE]
+        if n < 0:
+            return NO_FIT
+        n_iv += n
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
+        if c >= 0 and un[n_seg + c] > k0 and ch_lo[c] // w < k1:
+            return NO_FIT
+    capacity = st.iparams[CAPACITY]
+    if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
+        return NO_FIT
+    top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
+    n = 0
+    j = head[k0]
+    while j >= 0:  # the first bucket: the chunks live in the window that MSA holds no further
+        c = cid[j]
+        if c < 0:
+            c = ~c
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi or ch_hi[c] < lo:
+            continue
+        if _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) // w > k0:
+            continue  # in the next bucket's union
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    j = head[k1]
+    while j >= 0:  # the last bucket: the chunks that start in it by ``hi`` (its first registrations)
+        c = cid[j]
+        if c < 0:
+            break  # registered in an earlier bucket: live in a middle one
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi:
+            continue
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    for kk in range(k0 + 1, k1):
+        base = 2 * n_seg + kk * UNION_STRIDE
+        for i in range(un[base]):
+            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
+            n += 1
+    ids[:n].sort()
+    size = sizes[b]
+    align = st.iparams[ALIGNMENT]
+    cand_lo = np.empty(k, np.int64)
+    cand_hi = np.empty(k, np.int64)
+    m = 0
+    cursor = 0
+    for i in range(n + 1):  # the free gaps in offset order, as _candidates_among sweeps them
+        if i < n:
+            glo, ghi = cursor, ids[i] // top
+            end = ids[i] % top
+        else:
+            glo, ghi = cursor, capacity
+            end = cursor
+        if ghi > glo:
+            low = (glo + align - 1) // align * align
+            if low + size <= ghi:
+                m = _insert_candidate(k, m, low, glo, ghi, cand_off, cand_lo, cand_hi)
+                high = (ghi - size) // align * align
+                if high != low:
+                    m = _insert_candidate(k, m, high, glo, ghi, cand_off, cand_lo, cand_hi)
+        if end > cursor:
+            cursor = end
+    return m
+
+
 @njit(cache=True)
 def _registrations(state, k0, k1):
     """Index registrations in buckets ``k0..k1``: what a bucket walk of that window visits."""
@@ -1485,18 +1579,27 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, msa_f
         n_fast = 1
     n_starts = prefetch_starts(st, state, s, starts, msa_p) if fits else 0
     if produce or n_starts > 0:
-        # every window ends at the use, so one scan of the chunks from the earliest window start
-        # serves them all (the FAST window [d, use] contains the prefetch ones)
-        lo = st.def_op[b] if produce else starts[0] + 1
-        for j in range(n_starts):
-            if starts[j] + 1 < lo:
-                lo = starts[j] + 1
-        m = live_chunks(st, state, lo, u, b, ids, False)
+        # a window over three index buckets or more from their unions; the others share one scan
+        # of the chunks from the earliest of their starts (every window ends at the use)
+        lo = u + 1
         if produce:
-            n_fast = _candidates_among(st, state, b, st.def_op[b], k, ids, m, fast_off)
+            n_fast = _candidates_by_unions(st, state, b, st.def_op[b], u, k, ids, fast_off)
+            if n_fast == NO_FIT:
+                lo = st.def_op[b]
+        for j in range(n_starts):
+            pf_count[j] = _candidates_by_unions(st, state, b, starts[j] + 1, u, k, ids, pf_off[j])
+            if pf_count[j] == NO_FIT and starts[j] + 1 < lo:
+                lo = starts[j] + 1
+        if lo <= u:
+            m = live_chunks(st, state, lo, u, b, ids, False)
+            if produce and n_fast == NO_FIT:
+                n_fast = _candidates_among(st, state, b, st.def_op[b], k, ids, m, fast_off)
+            for j in range(n_starts):
+                if pf_count[j] == NO_FIT:
+                    pf_count[j] = _candidates_among(st, state, b, starts[j] + 1, k, ids, m, pf_off[j])
+        if produce:
             n_fast = _put_first(fast_off, n_fast, k, msa_fast)
         for j in range(n_starts):
-            pf_count[j] = _candidates_among(st, state, b, starts[j] + 1, k, ids, m, pf_off[j])
             if starts[j] == msa_p:  # never NO_START: prefetch_starts skips it
                 pf_count[j] = _put_first(pf_off[j], pf_count[j], k, msa_poff)
     return n_fast, n_starts
