@@ -202,6 +202,15 @@ def test_window_candidates_from_the_unions_equal_a_scan(seed, n, fraction, msa_s
     ``segment_options`` lists at the game's current position: windows of random buffers."""
     st, state, rng = _random_game(n, seed, fraction, msa_share)
     n_ops, w = st.compute_time.shape[0], int(state.counters[v1.IX_WIDTH])
+    answered = _candidates_agree_with_a_scan(st, state, rng)
+    assert answered > 0 or state.counters[v1.N_CHUNKS] == 0 or n_ops < 3 * w
+
+
+def _candidates_agree_with_a_scan(st, state, rng) -> int:
+    """Ask ``v1._candidates_by_unions`` and ``window_candidates`` for 30 random buffers and windows
+    of at most six index buckets, and ``segment_options`` at the game's position: each answer must
+    be the scan's. Returns how many the unions answered."""
+    n_ops, w = st.compute_time.shape[0], int(state.counters[v1.IX_WIDTH])
     k = int(st.iparams[v1.N_CAND])
     ids = np.empty(st.seg_use.shape[0] + 1, np.int64)
     out = np.empty(k, np.int64)
@@ -219,7 +228,6 @@ def test_window_candidates_from_the_unions_equal_a_scan(seed, n, fraction, msa_s
             assert out[:got].tolist() == want, (b, lo, hi)
         got = v1.window_candidates(st, state, b, lo, hi, k, ids, out)
         assert out[:got].tolist() == want, (b, lo, hi)
-    assert answered > 0 or state.counters[v1.N_CHUNKS] == 0 or n_ops < 3 * w
     pos = int(state.counters[v1.POS])
     if pos < st.seg_use.shape[0]:  # the current position's options, each window against the scan
         s = int(st.order[pos])
@@ -234,3 +242,4 @@ def test_window_candidates_from_the_unions_equal_a_scan(seed, n, fraction, msa_s
         for j in range(n_starts):
             want = _candidates_scan(st, state, b, int(starts[j]) + 1, u, k)
             assert pf_off[j, :pf_count[j]].tolist() == want, j
+    return answered
