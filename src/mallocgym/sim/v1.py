@@ -1581,13 +1581,21 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, msa_f
     if produce or n_starts > 0:
         # a window over three index buckets or more from their unions; the others share one scan
         # of the chunks from the earliest of their starts (every window ends at the use)
+        # (the bucket count checked here too: a kernel that takes the state costs about 1 us to
+        # enter, see _sync, and most prefetch windows are short)
+        w = state.counters[IX_WIDTH]
+        k_max = min(u // w, state.ix_head.shape[0] - 1) - 2  # the latest first bucket the unions answer
         lo = u + 1
         if produce:
-            n_fast = _candidates_by_unions(st, state, b, st.def_op[b], u, k, ids, fast_off)
+            n_fast = NO_FIT
+            if st.def_op[b] // w <= k_max:
+                n_fast = _candidates_by_unions(st, state, b, st.def_op[b], u, k, ids, fast_off)
             if n_fast == NO_FIT:
                 lo = st.def_op[b]
         for j in range(n_starts):
-            pf_count[j] = _candidates_by_unions(st, state, b, starts[j] + 1, u, k, ids, pf_off[j])
+            pf_count[j] = NO_FIT
+            if max(starts[j] + 1, 0) // w <= k_max:
+                pf_count[j] = _candidates_by_unions(st, state, b, starts[j] + 1, u, k, ids, pf_off[j])
             if pf_count[j] == NO_FIT and starts[j] + 1 < lo:
                 lo = starts[j] + 1
         if lo <= u:
