@@ -1566,7 +1566,8 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, msa_f
     ``pf_count[J]``; at ``msa_p``, MSA's offset ``msa_poff`` first). ``-1`` (``msa_p``:
     ``NO_START``): MSA has no such choice. Returns ``(n_fast, n_starts)``. SLOW is always legal.
     MSA's choices are legal moves (:mod:`mallocgym.sim.msa`: its chunks are free over windows
-    that contain these).
+    that contain these). A long window's candidates are read from the index buckets' unions
+    (:func:`_candidates_by_unions`): the same as a walk of its chunks finds.
     """
     b = st.seg_buf[s]
     k = st.iparams[N_CAND]
@@ -1579,10 +1580,10 @@ def segment_options(st, state, s, fast_off, starts, pf_count, pf_off, ids, msa_f
         n_fast = 1
     n_starts = prefetch_starts(st, state, s, starts, msa_p) if fits else 0
     if produce or n_starts > 0:
-        # a window over three index buckets or more from their unions; the others share one scan
-        # of the chunks from the earliest of their starts (every window ends at the use)
-        # (the bucket count checked here too: a kernel that takes the state costs about 1 us to
-        # enter, see _sync, and most prefetch windows are short)
+        # a window over three index buckets or more from their unions (its bucket count checked
+        # before the call: entering a kernel that takes the state costs about 1 us, see _sync, and
+        # most prefetch windows are short); the others share one scan of the chunks from the
+        # earliest of their starts (every window ends at the use)
         w = state.counters[IX_WIDTH]
         k_max = min(u // w, state.ix_head.shape[0] - 1) - 2  # the latest first bucket the unions answer
         lo = u + 1
