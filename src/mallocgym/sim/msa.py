@@ -288,6 +288,10 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     capacity = st.iparams[v1.CAPACITY]
     if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
         return NO_UNIONS
+    size, align = sizes[b], st.iparams[v1.ALIGNMENT]
+    for k in range(k0 + 1, k1):
+        if _no_room_in(un, 2 * n_seg + k * v1.UNION_STRIDE, size, align, capacity):
+            return -1  # a middle bucket's chunks alone leave no room: the window's leave none
     top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
     n = 0
     j = head[k0]
@@ -315,7 +319,22 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
         n += 1
     for k in range(k0 + 1, k1):
         n = _union_into(un, 2 * n_seg + k * v1.UNION_STRIDE, ids, n, top)
-    return _fit_sorted(ids, n, top, sizes[b], st.iparams[v1.ALIGNMENT], capacity)
+    return _fit_sorted(ids, n, top, size, align, capacity)
+
+
+@njit(cache=True, inline="always")
+def _no_room_in(un, base, size, align, capacity):
+    """Whether nothing of ``size`` fits beside the union kept at ``un[base:]`` (in offset order,
+    disjoint): best fit over a window's chunks is -1 when it is over a subset of them (a long
+    look-ahead that fits nowhere then costs a few intervals read, not a walk of its first bucket
+    and a sort)."""
+    best_gap, best_off, cursor = -1, -1, 0
+    for i in range(un[base]):
+        best_gap, best_off = _tighter_gap(cursor, un[base + 1 + 2 * i], size, align, best_gap, best_off)
+        if best_off >= 0:
+            return False
+        cursor = max(cursor, un[base + 2 + 2 * i])
+    return _or_above(cursor, size, align, capacity, best_off) < 0
 
 
 @njit(cache=True, inline="always")
@@ -517,11 +536,16 @@ def look_ahead_fit(st, state, ms, ids, s, lo):
     if j == s:
         return off
     walk, m = True, 0
+    o = NO_UNIONS
     if st.seg_use[j] // w - max(lo, 0) // w >= 2:
         o = _fit_by_unions(st, state, ids, b, lo, st.seg_use[j])
-        if o >= 0:
-            return o
-        walk = o != -1  # -1: nothing fits up to use j; the shorter windows each on their own below
+    elif _narrow_pays(state.ix_meta, state.ix_count, st.seg_use.shape[0], w, lo, st.seg_use[j]):
+        # the longest window over fewer than three wide buckets: a walk of them meets ~400
+        # registrations a bucket at 60,000 buffers (docs/speed.md, "Eleventh session")
+        o = _fit_narrow(st, state, ids, b, lo, st.seg_use[j])
+    if o >= 0:
+        return o
+    walk = o != -1  # -1: nothing fits up to use j; the shorter windows each on their own below
     if walk:
         m = v1.live_chunks(st, state, lo, st.seg_use[j], b, ids, True)
         o = _best_fit_among(st, state, ids, m, b, st.seg_use[j])
