@@ -127,3 +127,43 @@ def test_plans_with_a_narrow_index_are_the_plans_without(name, monkeypatch):
     for field in ("seg_kind", "seg_off", "seg_pstart", "seg_chunk", "ev_done", "ch_hi", "ch_off"):
         assert np.array_equal(getattr(plain, field), getattr(narrow, field)), field
     assert float(plain.totals[v1.TIME]).hex() == float(narrow.totals[v1.TIME]).hex()
+
+
+def _blocked_scan(st, state, b, off, lo, hi) -> bool:
+    """The reference keep check: another buffer's chunk MSA holds at some op of ``[lo, hi]`` meets
+    ``[off, off + size_b)``."""
+    end = off + int(st.size[b])
+    return any(state.ch_buf[c] != b and state.ch_lo[c] <= hi and _held(state, c) >= lo
+               and state.ch_off[c] < end and off < state.ch_off[c] + st.size[state.ch_buf[c]]
+               for c in _chunks(state))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st_.integers(0, 2 ** 32 - 1), st_.sampled_from([300, 600]), st_.floats(0.05, 1.0), st_.floats(0.0, 1.0),
+       st_.sampled_from([1, 2]))
+def test_keep_check_from_the_narrow_index_equals_a_scan(seed, n, fraction, msa_share, starts):
+    """MSA's keep check read from the narrow index (``msa._blocked_narrow``) equals
+    ``v1.first_blocked`` and a scan of every chunk, for random buffers, offsets (a chunk's own, or
+    any) and windows a few narrow buckets long, after random legal play."""
+    st, state, rng = _narrow_game(n, seed, fraction, msa_share, starts)
+    nb, _, _ = _layout(st, state)
+    nw = int(state.ix_meta[nb + v1.NW])
+    n_ops, capacity = st.compute_time.shape[0], int(st.iparams[v1.CAPACITY])
+    chunks = _chunks(state)
+    answered = 0
+    for _ in range(60):
+        if chunks and rng.random() < 0.5:  # a chunk's own buffer and offset: the keep check's question
+            c = int(rng.choice(chunks))
+            b, off = int(state.ch_buf[c]), int(state.ch_off[c])
+        else:
+            b = int(rng.integers(0, st.size.shape[0]))
+            off = int(rng.integers(0, max(1, capacity - int(st.size[b]) + 1)))
+        lo = int(rng.integers(0, n_ops))
+        hi = min(n_ops - 1, lo + int(rng.integers(0, 4 * nw)))
+        want = _blocked_scan(st, state, b, off, lo, hi)
+        assert (v1.first_blocked(st, state, b, off, lo, hi, True, True) <= hi) == want
+        got = msa._blocked_narrow(st, state, b, off, lo, hi)
+        if got != msa.NO_UNIONS:
+            answered += 1
+            assert got == int(want), (b, off, lo, hi)
+    assert answered > 0 or not chunks

@@ -243,3 +243,33 @@ def _candidates_agree_with_a_scan(st, state, rng) -> int:
             want = _candidates_scan(st, state, b, int(starts[j]) + 1, u, k)
             assert pf_off[j, :pf_count[j]].tolist() == want, j
     return answered
+
+
+@settings(max_examples=30, deadline=None)
+@given(st_.integers(0, 2 ** 32 - 1), st_.sampled_from([300, 600]), st_.floats(0.3, 1.0))
+def test_a_window_a_middle_union_leaves_no_room_in_fits_nowhere(seed, n, fraction):
+    """``msa._fit_by_unions`` answers -1 at once where one middle bucket's union alone leaves no
+    room for the buffer (``msa._no_room_in``): on long windows and the largest buffers (where it
+    happens), every answer is a scan's, and the shortcut's -1 is checked on its own against the
+    scan of that bucket's window."""
+    st, state, rng = _random_game(n, seed, fraction, 0.8)
+    n_ops, w = st.compute_time.shape[0], int(state.counters[v1.IX_WIDTH])
+    n_seg = st.seg_use.shape[0]
+    big = np.argsort(st.size)[-max(1, st.size.shape[0] // 10):]
+    ids = np.empty(n_seg + 1, np.int64)
+    capacity, align = int(st.iparams[v1.CAPACITY]), int(st.iparams[v1.ALIGNMENT])
+    for _ in range(40):
+        b = int(rng.choice(big))
+        lo = int(rng.integers(-1, n_ops))
+        hi = min(n_ops - 1, max(lo, 0) + int(rng.integers(2 * w, 8 * w)))
+        got = msa._fit_by_unions(st, state, ids, b, lo, hi)
+        if got != msa.NO_UNIONS:
+            assert got == _best_fit_scan(st, state, b, lo, hi), (b, lo, hi)
+        for k in range(max(lo, 0) // w + 1, hi // w):
+            base = 2 * n_seg + k * v1.UNION_STRIDE
+            if state.ix_meta[base] >= 0 and msa._no_room_in(state.ix_meta, base, int(st.size[b]), align, capacity):
+                # the bucket's chunks alone: nothing fits beside them (b's own chunks left out)
+                b_free = all(state.ch_buf[c] != b or _held(state, c) < k * w or state.ch_lo[c] > k * w + w - 1
+                             for c in _chunks(state))
+                if b_free:
+                    assert _best_fit_scan(st, state, b, k * w, k * w + w - 1) == -1, (b, k)

@@ -466,6 +466,56 @@ def _fit_narrow(st, state, ids, b, lo, hi):
     return _fit_sorted(ids, n, top, size, align, capacity)
 
 
+@njit(cache=True)
+def _blocked_narrow(st, state, b, off, lo, hi):
+    """Whether ``[off, off + size_b)`` meets another buffer's chunk, held as MSA holds it, at some
+    op of ``[lo, hi]`` (1 or 0: ``v1.first_blocked(..., True, True) <= hi``), from the narrow
+    index as :func:`_fit_narrow` reads it: the chunks registered in the narrow buckets the window
+    spans that are live in it, and the buckets' whole unions. MSA's keep check asks it: at 60,000
+    buffers a walk of the window's wide bucket meets ~400 registrations. ``NO_UNIONS`` where
+    :func:`_fit_narrow` answers it."""
+    nxt, cid, un, seg_chunk, ch_lo = state.ix_nxt, state.ix_cid, state.ix_meta, state.seg_chunk, state.ch_lo
+    n_wide = state.ix_head.shape[0]
+    seg_ptr = st.seg_ptr
+    capacity = st.iparams[v1.CAPACITY]
+    n_seg = st.seg_use.shape[0]
+    nb = v1.narrow_at(n_seg, n_wide)
+    nw = un[nb + v1.NW]
+    if nw == 0 or capacity > np.int64(3037000498):  # start * top + end < 2**63
+        return NO_UNIONS
+    chunks = nb + v1.NB_HEADER
+    blocks = chunks + v1.NB_CHUNK * n_seg
+    j0 = max(lo, 0) // nw
+    j1 = min(hi // nw, un[nb + v1.NB_COUNT] - 1)
+    for j in range(j0, j1 + 1):
+        if un[blocks + j * v1.NARROW_STRIDE + 2] < 0:
+            return NO_UNIONS
+    for j in range(seg_ptr[b], seg_ptr[b + 1]):
+        c = seg_chunk[j]
+        if c >= 0 and max((ch_lo[c] + nw - 1) // nw, j0) <= min(un[chunks + v1.NB_CHUNK * c + v1.NC_WHOLE], j1):
+            return NO_UNIONS
+    top = capacity + 1
+    end = off + st.size[b]
+    for j in range(j0, j1 + 1):
+        base = blocks + j * v1.NARROW_STRIDE + 2  # the whole union, in offset order
+        for i in range(un[base]):
+            if un[base + 1 + 2 * i] >= end:
+                break
+            if off < un[base + 2 + 2 * i]:
+                return 1
+        r = un[blocks + j * v1.NARROW_STRIDE]
+        while r >= 0:
+            rec = chunks + v1.NB_CHUNK * cid[r]
+            r = nxt[r]
+            span = un[rec + v1.NC_SPAN]
+            if (span >> 32) > hi or (span & 0xFFFFFFFF) < lo or un[rec + v1.NC_BUF] == b:
+                continue
+            iv = un[rec + v1.NC_IV]
+            if iv // top < end and off < iv % top:
+                return 1
+    return 0
+
+
 @njit(cache=True, inline="always")
 def _tighter_gap(cursor, ghi, size, align, best_gap, best_off):
     """A best-fit sweep's step: the free gap ``[cursor, ghi)``, if ``size`` fits there (aligned)
@@ -599,9 +649,15 @@ def decide(st, state, ms, ids, s, starts, out):
         # the value may keep its offset (as v1.keep_legal, evicted chunks held through their done
         # op), asked of first_blocked here rather than through a kernel of its own: one kernel
         # less to enter per decision (docs/speed.md, "Seventh session")
-        if (k == FAST or k == PREFETCH_SEG) and _nocopy(ms.params, st.cum_slow, st.seg_prev[s], u) and v1.first_blocked(
-                st, state, b, state.seg_off[s - 1], st.seg_prev[s] + 1, u, True, True) > u:
-            out[0], out[1] = FAST, state.seg_off[s - 1]
+        if (k == FAST or k == PREFETCH_SEG) and _nocopy(ms.params, st.cum_slow, st.seg_prev[s], u):
+            lo_k = st.seg_prev[s] + 1
+            blocked = NO_UNIONS
+            if _narrow_pays(state.ix_meta, state.ix_count, st.seg_use.shape[0], state.counters[v1.IX_WIDTH], lo_k, u):
+                blocked = _blocked_narrow(st, state, b, state.seg_off[s - 1], lo_k, u)
+            if blocked == NO_UNIONS:
+                blocked = 1 if v1.first_blocked(st, state, b, state.seg_off[s - 1], lo_k, u, True, True) <= u else 0
+            if blocked == 0:
+                out[0], out[1] = FAST, state.seg_off[s - 1]
     lo, hi = v1.prefetch_window(st, state, s)
     if d < 0 and st.seg_use[first] > st.start[b] and lo < st.start[b]:
         # a program input whose live range starts at an op of its own (an XLA parameter): MSA's
