@@ -562,8 +562,10 @@ def _best_fit_among(st, state, ids, m, b, hi):
 def look_ahead_fit(st, state, ms, ids, s, lo):
     """``FindBestChunkCandidate`` with no preferred offset: the best fit over ``[lo, use]``
     extended to the latest later use reachable without a copy that still fits (binary search
-    over those uses). -1 if nothing fits even up to this use. The longer windows are answered
-    from one walk of the index over the longest (:func:`_best_fit_among`)."""
+    over those uses). -1 if nothing fits even up to this use. The longest window is asked of the
+    buckets' unions or the narrow index where they answer it (-1 there: the shorter windows each
+    on their own), else the longer windows are answered from one walk of the index over the
+    longest (:func:`_best_fit_among`)."""
     b = st.seg_buf[s]
     # the short window first (most misses end here): best_fit, written out (one kernel less to enter)
     u = st.seg_use[s]
@@ -647,8 +649,9 @@ def decide(st, state, ms, ids, s, starts, out):
     else:
         k = state.seg_kind[s - 1]
         # the value may keep its offset (as v1.keep_legal, evicted chunks held through their done
-        # op), asked of first_blocked here rather than through a kernel of its own: one kernel
-        # less to enter per decision (docs/speed.md, "Seventh session")
+        # op), asked of the narrow index where it pays, else of first_blocked, here rather than
+        # through a kernel of its own: one kernel less to enter per decision (docs/speed.md,
+        # "Seventh session"; "Eleventh session": a walk of a wide bucket grows with the program)
         if (k == FAST or k == PREFETCH_SEG) and _nocopy(ms.params, st.cum_slow, st.seg_prev[s], u):
             lo_k = st.seg_prev[s] + 1
             blocked = NO_UNIONS
