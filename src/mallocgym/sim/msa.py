@@ -266,59 +266,18 @@ def _fit_by_unions(st, state, ids, b, lo, hi):
     the occupied offsets, so the answer is :func:`best_fit`'s. ``NO_UNIONS`` where the window
     spans fewer than three buckets, a middle bucket's union is not kept, or ``b`` has a chunk
     counted in one."""
-    w = state.counters[v1.IX_WIDTH]
-    k0 = max(lo, 0) // w
-    k1 = min(hi // w, state.ix_head.shape[0] - 1)
-    if k1 - k0 < 2:
+    k0, k1 = v1._unions_window(st, state, ids, b, lo, hi)
+    if k0 < 0:
         return NO_UNIONS
     un = state.ix_meta
     n_seg = st.seg_use.shape[0]
-    n_iv = state.ix_count[k0] + state.ix_count[k1]
-    for k in range(k0 + 1, k1):
-        n = un[2 * n_seg + k * v1.UNION_STRIDE]
-        if n < 0:
-            return NO_UNIONS
-        n_iv += n
-    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
-        c = state.seg_chunk[j]
-        if c >= 0 and un[n_seg + c] > k0 and state.ch_lo[c] // w < k1:
-            return NO_UNIONS
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    head, nxt, cid, ch_off, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, st.size
     capacity = st.iparams[v1.CAPACITY]
-    if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
-        return NO_UNIONS
-    size, align = sizes[b], st.iparams[v1.ALIGNMENT]
+    size, align = st.size[b], st.iparams[v1.ALIGNMENT]
     for k in range(k0 + 1, k1):
         if _no_room_in(un, 2 * n_seg + k * v1.UNION_STRIDE, size, align, capacity):
             return -1  # a middle bucket's chunks alone leave no room: the window's leave none
     top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
-    n = 0
-    j = head[k0]
-    while j >= 0:  # the first bucket: the chunks live in the window that end in it
-        c = cid[j]
-        if c < 0:
-            c = ~c
-        j = nxt[j]
-        if ch_buf[c] == b or ch_lo[c] > hi:
-            continue
-        held = v1._held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True)
-        if held < lo or held // w > k0:
-            continue
-        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
-        n += 1
-    j = head[k1]
-    while j >= 0:  # the last bucket: the chunks that start in it by ``hi`` (its first registrations)
-        c = cid[j]
-        if c < 0:
-            break  # registered in an earlier bucket: live in a middle one
-        j = nxt[j]
-        if ch_buf[c] == b or ch_lo[c] > hi:
-            continue
-        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
-        n += 1
-    for k in range(k0 + 1, k1):
-        n = _union_into(un, 2 * n_seg + k * v1.UNION_STRIDE, ids, n, top)
+    n = v1._union_items(st, state, ids, b, lo, hi, k0, k1, top, False)
     return _fit_sorted(ids, n, top, size, align, capacity)
 
 
@@ -335,16 +294,6 @@ def _no_room_in(un, base, size, align, capacity):
             return False
         cursor = max(cursor, un[base + 2 + 2 * i])
     return _or_above(cursor, size, align, capacity, best_off) < 0
-
-
-@njit(cache=True, inline="always")
-def _union_into(un, base, ids, n, top):
-    """Append the union kept at ``un[base:]`` (its count, then each interval's first and
-    one-past-last offset) to ``ids[n:]`` as ``start * top + end``; the new count."""
-    for i in range(un[base]):
-        ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
-        n += 1
-    return n
 
 
 @njit(cache=True, inline="always")
@@ -385,6 +334,37 @@ def _narrow_pays(un, count, n_seg, w, lo, hi):
     return NARROW_COST * items < regs
 
 
+@njit(cache=True, inline="always")
+def _narrow_window(st, state, b, lo, hi):
+    """Where the narrow index answers a query over ``[lo, hi]`` (:func:`_fit_narrow`,
+    :func:`_blocked_narrow`): ``(chunks, blocks, j0, j1, n_items)``, the offsets in ``ix_meta`` of
+    the chunks' words and of the narrow buckets, the window's first and last narrow bucket, and
+    the items (registrations and union intervals) there; ``j0 = -1`` where there is no narrow
+    index, ``start * top + end`` could pass ``2**63``, a whole union is not kept, or ``b`` has a
+    chunk counted in one."""
+    un, seg_chunk, ch_lo = state.ix_meta, state.seg_chunk, state.ch_lo
+    n_seg = st.seg_use.shape[0]
+    nb = v1.narrow_at(n_seg, state.ix_head.shape[0])
+    nw = un[nb + v1.NW]
+    if nw == 0 or st.iparams[v1.CAPACITY] > np.int64(3037000498):
+        return 0, 0, -1, -1, 0
+    chunks = nb + v1.NB_HEADER
+    blocks = chunks + v1.NB_CHUNK * n_seg
+    j0 = max(lo, 0) // nw
+    j1 = min(hi // nw, un[nb + v1.NB_COUNT] - 1)
+    n_items = 0
+    for j in range(j0, j1 + 1):
+        n = un[blocks + j * v1.NARROW_STRIDE + 2]
+        if n < 0:
+            return 0, 0, -1, -1, 0
+        n_items += n + un[blocks + j * v1.NARROW_STRIDE + 1]
+    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
+        c = seg_chunk[j]
+        if c >= 0 and max((ch_lo[c] + nw - 1) // nw, j0) <= min(un[chunks + v1.NB_CHUNK * c + v1.NC_WHOLE], j1):
+            return 0, 0, -1, -1, 0
+    return chunks, blocks, j0, j1, n_items
+
+
 @njit(cache=True)
 def _fit_narrow(st, state, ids, b, lo, hi):
     """:func:`best_fit` over ``[lo, hi]`` from the narrow index (:func:`mallocgym.sim.v1._narrow_sync`):
@@ -399,32 +379,13 @@ def _fit_narrow(st, state, ids, b, lo, hi):
     over one narrow bucket the live ones are sorted and swept together with the bucket's whole
     union, already in offset order."""
     # every array is read before the first call (see mallocgym.sim.v1._sync)
-    nxt, cid, un, seg_chunk, ch_lo = state.ix_nxt, state.ix_cid, state.ix_meta, state.seg_chunk, state.ch_lo
-    n_wide = state.ix_head.shape[0]
-    sizes, seg_ptr = st.size, st.seg_ptr
+    nxt, cid, un = state.ix_nxt, state.ix_cid, state.ix_meta
+    sizes = st.size
     capacity = st.iparams[v1.CAPACITY]
     align = st.iparams[v1.ALIGNMENT]
-    n_seg = st.seg_use.shape[0]
-    nb = v1.narrow_at(n_seg, n_wide)
-    nw = un[nb + v1.NW]
-    if nw == 0 or capacity > np.int64(3037000498):  # start * top + end < 2**63
+    chunks, blocks, j0, j1, n_items = _narrow_window(st, state, b, lo, hi)
+    if j0 < 0 or n_items > ids.shape[0]:
         return NO_UNIONS
-    chunks = nb + v1.NB_HEADER
-    blocks = chunks + v1.NB_CHUNK * n_seg
-    j0 = max(lo, 0) // nw
-    j1 = min(hi // nw, un[nb + v1.NB_COUNT] - 1)
-    n_items = 0
-    for j in range(j0, j1 + 1):
-        n = un[blocks + j * v1.NARROW_STRIDE + 2]
-        if n < 0:
-            return NO_UNIONS
-        n_items += n + un[blocks + j * v1.NARROW_STRIDE + 1]
-    if n_items > ids.shape[0]:
-        return NO_UNIONS
-    for j in range(seg_ptr[b], seg_ptr[b + 1]):
-        c = seg_chunk[j]
-        if c >= 0 and max((ch_lo[c] + nw - 1) // nw, j0) <= min(un[chunks + v1.NB_CHUNK * c + v1.NC_WHOLE], j1):
-            return NO_UNIONS
     top = capacity + 1  # an interval is start * top + end: sorted by start
     n = 0
     for j in range(j0, j1 + 1):
@@ -462,7 +423,7 @@ def _fit_narrow(st, state, ids, b, lo, hi):
             cursor = max(cursor, z)
         return _or_above(cursor, size, align, capacity, best_off)
     for j in range(j0, j1 + 1):
-        n = _union_into(un, blocks + j * v1.NARROW_STRIDE + 2, ids, n, top)
+        n = v1.union_into(un, blocks + j * v1.NARROW_STRIDE + 2, ids, n, top)
     return _fit_sorted(ids, n, top, size, align, capacity)
 
 
@@ -474,26 +435,11 @@ def _blocked_narrow(st, state, b, off, lo, hi):
     spans that are live in it, and the buckets' whole unions. MSA's keep check asks it: at 60,000
     buffers a walk of the window's wide bucket meets ~400 registrations. ``NO_UNIONS`` where
     :func:`_fit_narrow` answers it."""
-    nxt, cid, un, seg_chunk, ch_lo = state.ix_nxt, state.ix_cid, state.ix_meta, state.seg_chunk, state.ch_lo
-    n_wide = state.ix_head.shape[0]
-    seg_ptr = st.seg_ptr
+    nxt, cid, un = state.ix_nxt, state.ix_cid, state.ix_meta
     capacity = st.iparams[v1.CAPACITY]
-    n_seg = st.seg_use.shape[0]
-    nb = v1.narrow_at(n_seg, n_wide)
-    nw = un[nb + v1.NW]
-    if nw == 0 or capacity > np.int64(3037000498):  # start * top + end < 2**63
+    chunks, blocks, j0, j1, _ = _narrow_window(st, state, b, lo, hi)
+    if j0 < 0:
         return NO_UNIONS
-    chunks = nb + v1.NB_HEADER
-    blocks = chunks + v1.NB_CHUNK * n_seg
-    j0 = max(lo, 0) // nw
-    j1 = min(hi // nw, un[nb + v1.NB_COUNT] - 1)
-    for j in range(j0, j1 + 1):
-        if un[blocks + j * v1.NARROW_STRIDE + 2] < 0:
-            return NO_UNIONS
-    for j in range(seg_ptr[b], seg_ptr[b + 1]):
-        c = seg_chunk[j]
-        if c >= 0 and max((ch_lo[c] + nw - 1) // nw, j0) <= min(un[chunks + v1.NB_CHUNK * c + v1.NC_WHOLE], j1):
-            return NO_UNIONS
     top = capacity + 1
     end = off + st.size[b]
     for j in range(j0, j1 + 1):

@@ -1261,6 +1261,20 @@ def window_candidates(st, state, b, lo, hi, k, ids, cand_off):
     return _candidates_among(st, state, b, lo, k, ids, m, cand_off)
 
 
+@njit(cache=True, inline="always")
+def _gap_candidates(k, n, glo, ghi, size, align, cand_off, cand_lo, cand_hi):
+    """A candidates' sweep's step: the free gap ``[glo, ghi)`` offers its lowest and highest
+    aligned offsets where ``size`` fits there (:func:`_insert_candidate`); the new count."""
+    if ghi > glo:
+        low = (glo + align - 1) // align * align
+        if low + size <= ghi:
+            n = _insert_candidate(k, n, low, glo, ghi, cand_off, cand_lo, cand_hi)
+            high = (ghi - size) // align * align
+            if high != low:
+                n = _insert_candidate(k, n, high, glo, ghi, cand_off, cand_lo, cand_hi)
+    return n
+
+
 @njit(cache=True)
 def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
     """:func:`window_candidates` for a window ``[lo, hi]`` whose live chunks are among
@@ -1283,19 +1297,93 @@ def _candidates_among(st, state, b, lo, k, ids, m, cand_off):
         else:
             glo, ghi = cursor, capacity
             top = cursor
-        if ghi > glo:
-            low = (glo + align - 1) // align * align
-            if low + size <= ghi:
-                n = _insert_candidate(k, n, low, glo, ghi, cand_off, cand_lo, cand_hi)
-                high = (ghi - size) // align * align
-                if high != low:
-                    n = _insert_candidate(k, n, high, glo, ghi, cand_off, cand_lo, cand_hi)
+        n = _gap_candidates(k, n, glo, ghi, size, align, cand_off, cand_lo, cand_hi)
         if top > cursor:
             cursor = top
     return n
 
 
 NO_FIT = -1  # _candidates_by_unions: the window is not answered from the buckets' unions
+
+
+@njit(cache=True, inline="always")
+def _unions_window(st, state, ids, b, lo, hi):
+    """The first and last index buckets ``(k0, k1)`` of ``[lo, hi]`` where the buckets' unions
+    (:func:`_sync_unions`) answer a query over it (:func:`_candidates_by_unions`,
+    ``mallocgym.sim.msa._fit_by_unions``), else ``(-1, -1)``: the window spans fewer than three
+    buckets, a middle bucket's union is not kept, ``b`` has a chunk counted in one, its items
+    would outgrow ``ids``, or ``start * top + end`` could pass ``2**63``."""
+    w = state.counters[IX_WIDTH]
+    k0 = max(lo, 0) // w
+    k1 = min(hi // w, state.ix_head.shape[0] - 1)
+    if k1 - k0 < 2:
+        return -1, -1
+    un = state.ix_meta
+    n_seg = st.seg_use.shape[0]
+    n_iv = state.ix_count[k0] + state.ix_count[k1]
+    for k in range(k0 + 1, k1):
+        n = un[2 * n_seg + k * UNION_STRIDE]
+        if n < 0:
+            return -1, -1
+        n_iv += n
+    for j in range(st.seg_ptr[b], st.seg_ptr[b + 1]):
+        c = state.seg_chunk[j]
+        if c >= 0 and un[n_seg + c] > k0 and state.ch_lo[c] // w < k1:
+            return -1, -1
+    if n_iv > ids.shape[0] or st.iparams[CAPACITY] > np.int64(3037000498):
+        return -1, -1
+    return k0, k1
+
+
+@njit(cache=True, inline="always")
+def union_into(un, base, ids, n, top):
+    """Append the union kept at ``un[base:]`` (its count, then each interval's first and
+    one-past-last offset) to ``ids[n:]`` as ``start * top + end``; the new count."""
+    for i in range(un[base]):
+        ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _union_items(st, state, ids, b, lo, hi, k0, k1, top, rules_view):
+    """The occupied intervals over ``[lo, hi]`` (buckets ``k0..k1``, :func:`_unions_window`) into
+    ``ids`` as ``start * top + end``, unsorted; their count: the chunks of the first bucket live
+    in the window that MSA holds no further than it (live in the rules' view with
+    ``rules_view``, else as MSA holds them), those that start in the last bucket by ``hi`` (its
+    first registrations), and the middle buckets' unions."""
+    # every array is read before the first call (see _sync)
+    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
+    head, nxt, cid, ch_off, un, sizes = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, state.ix_meta, st.size
+    w = state.counters[IX_WIDTH]
+    n = 0
+    j = head[k0]
+    while j >= 0:
+        c = cid[j]
+        if c < 0:
+            c = ~c
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi:
+            continue
+        held = _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True)
+        if (ch_hi[c] if rules_view else held) < lo or held // w > k0:
+            continue  # live only before the window, or in the next bucket's union
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    j = head[k1]
+    while j >= 0:
+        c = cid[j]
+        if c < 0:
+            break  # registered in an earlier bucket: live in a middle one
+        j = nxt[j]
+        if ch_buf[c] == b or ch_lo[c] > hi:
+            continue
+        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
+        n += 1
+    n_seg = st.seg_use.shape[0]
+    for k in range(k0 + 1, k1):
+        n = union_into(un, 2 * n_seg + k * UNION_STRIDE, ids, n, top)
+    return n
 
 
 @njit(cache=True)
@@ -1311,60 +1399,14 @@ def _candidates_by_unions(st, state, b, lo, hi, k, ids, cand_off):
     middle bucket's union is not kept, or ``b`` has a chunk counted in one. A prefetch window is
     long (back to the picker's earliest start): on a 60,000-buffer program the walk of every chunk
     live in it met about 1,100 of them, and grew with the program."""
-    # every array is read before the first call (see _sync)
-    ch_buf, ch_lo, ch_hi, ev_chunk, ev_done = state.ch_buf, state.ch_lo, state.ch_hi, state.ev_chunk, state.ev_done
-    head, nxt, cid, ch_off, count, un = state.ix_head, state.ix_nxt, state.ix_cid, state.ch_off, state.ix_count, state.ix_meta
-    seg_chunk, sizes, seg_ptr = state.seg_chunk, st.size, st.seg_ptr
-    w = state.counters[IX_WIDTH]
-    k0 = max(lo, 0) // w
-    k1 = min(hi // w, head.shape[0] - 1)
-    if k1 - k0 < 2:
+    k0, k1 = _unions_window(st, state, ids, b, lo, hi)
+    if k0 < 0:
         return NO_FIT
-    n_seg = st.seg_use.shape[0]
-    n_iv = count[k0] + count[k1]
-    for kk in range(k0 + 1, k1):
-        n = un[2 * n_seg + kk * UNION_STRIDE]
-        if n < 0:
-            return NO_FIT
-        n_iv += n
-    for j in range(seg_ptr[b], seg_ptr[b + 1]):
-        c = seg_chunk[j]
-        if c >= 0 and un[n_seg + c] > k0 and ch_lo[c] // w < k1:
-            return NO_FIT
     capacity = st.iparams[CAPACITY]
-    if n_iv > ids.shape[0] or capacity > np.int64(3037000498):  # start * top + end < 2**63
-        return NO_FIT
     top = capacity + 1  # an interval is start * top + end in ``ids``: sorted by start
-    n = 0
-    j = head[k0]
-    while j >= 0:  # the first bucket: the chunks live in the window that MSA holds no further
-        c = cid[j]
-        if c < 0:
-            c = ~c
-        j = nxt[j]
-        if ch_buf[c] == b or ch_lo[c] > hi or ch_hi[c] < lo:
-            continue
-        if _held(ch_hi[c], ev_chunk[ch_buf[c]], ev_done[ch_buf[c]], c, True) // w > k0:
-            continue  # in the next bucket's union
-        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
-        n += 1
-    j = head[k1]
-    while j >= 0:  # the last bucket: the chunks that start in it by ``hi`` (its first registrations)
-        c = cid[j]
-        if c < 0:
-            break  # registered in an earlier bucket: live in a middle one
-        j = nxt[j]
-        if ch_buf[c] == b or ch_lo[c] > hi:
-            continue
-        ids[n] = ch_off[c] * top + ch_off[c] + sizes[ch_buf[c]]
-        n += 1
-    for kk in range(k0 + 1, k1):
-        base = 2 * n_seg + kk * UNION_STRIDE
-        for i in range(un[base]):
-            ids[n] = un[base + 1 + 2 * i] * top + un[base + 2 + 2 * i]
-            n += 1
+    n = _union_items(st, state, ids, b, lo, hi, k0, k1, top, True)
     ids[:n].sort()
-    size = sizes[b]
+    size = st.size[b]
     align = st.iparams[ALIGNMENT]
     cand_lo = np.empty(k, np.int64)
     cand_hi = np.empty(k, np.int64)
@@ -1377,13 +1419,7 @@ def _candidates_by_unions(st, state, b, lo, hi, k, ids, cand_off):
         else:
             glo, ghi = cursor, capacity
             end = cursor
-        if ghi > glo:
-            low = (glo + align - 1) // align * align
-            if low + size <= ghi:
-                m = _insert_candidate(k, m, low, glo, ghi, cand_off, cand_lo, cand_hi)
-                high = (ghi - size) // align * align
-                if high != low:
-                    m = _insert_candidate(k, m, high, glo, ghi, cand_off, cand_lo, cand_hi)
+        m = _gap_candidates(k, m, glo, ghi, size, align, cand_off, cand_lo, cand_hi)
         if end > cursor:
             cursor = end
     return m
