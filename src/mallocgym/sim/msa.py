@@ -433,8 +433,8 @@ def _blocked_narrow(st, state, b, off, lo, hi):
     op of ``[lo, hi]`` (1 or 0: ``v1.first_blocked(..., True, True) <= hi``), from the narrow
     index as :func:`_fit_narrow` reads it: the chunks registered in the narrow buckets the window
     spans that are live in it, and the buckets' whole unions. MSA's keep check asks it: at 60,000
-    buffers a walk of the window's wide bucket meets ~400 registrations. ``NO_UNIONS`` where
-    :func:`_fit_narrow` answers it."""
+    buffers a walk of the window's wide bucket meets ~400 registrations. ``NO_UNIONS`` where the
+    narrow index does not answer the window (:func:`_narrow_window`, as for :func:`_fit_narrow`)."""
     nxt, cid, un = state.ix_nxt, state.ix_cid, state.ix_meta
     capacity = st.iparams[v1.CAPACITY]
     chunks, blocks, j0, j1, _ = _narrow_window(st, state, b, lo, hi)
